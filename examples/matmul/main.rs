@@ -1,0 +1,142 @@
+//! The main job: multiplies real matrices on the GPU through wgpu-memory's pools, checks
+//! every element against a CPU reference, and prints GFLOP/s and the memory report.
+//!
+//! ```sh
+//! cargo run --release --example matmul -- [M K N]     # default 1024 1024 1024
+//! ```
+
+mod job;
+
+use job::Dims;
+use std::process::ExitCode;
+use std::time::Instant;
+use wgpu_memory::report::MemorySummary;
+use wgpu_memory::{Client, ClientError};
+
+const USAGE: &str = "\
+usage: matmul [M K N]
+
+Multiplies an M x K matrix by a K x N matrix (f32) on the GPU through wgpu-memory's pools,
+compares every element with a CPU reference (relative tolerance 1e-4), and prints the
+adapter, GFLOP/s (after one warm-up run) and the memory report.
+
+  M K N    matrix sizes, positive integers (default: 1024 1024 1024)
+  --help   this text
+
+Exits with status 1 on a mismatch (naming the first bad index and both values), 2 on bad
+arguments or a GPU error, and 3 when wgpu finds no adapter (scripts/matmul.sh then
+installs the software Vulkan driver and runs it again).";
+
+fn parse_dims(args: &[String]) -> Result<Dims, String> {
+    let sizes: Vec<u32> = args
+        .iter()
+        .map(|arg| {
+            arg.parse::<u32>()
+                .ok()
+                .filter(|&size| size > 0)
+                .ok_or_else(|| format!("'{arg}' is not a positive integer size"))
+        })
+        .collect::<Result<_, _>>()?;
+    match sizes.as_slice() {
+        [] => Ok(Dims {
+            m: 1024,
+            k: 1024,
+            n: 1024,
+        }),
+        &[m, k, n] => Ok(Dims { m, k, n }),
+        other => Err(format!(
+            "expected 0 or 3 sizes (M K N), got {}",
+            other.len()
+        )),
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|arg| arg == "--help" || arg == "-h") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let dims = match parse_dims(&args) {
+        Ok(dims) => dims,
+        Err(message) => {
+            eprintln!("error: {message}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let client = match Client::open_default() {
+        Ok(client) => client,
+        Err(error @ ClientError::NoAdapter(_)) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(3);
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&client, dims) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(client: &Client, dims: Dims) -> Result<bool, ClientError> {
+    if let Some(info) = client.adapter_info() {
+        println!(
+            "adapter: {} ({:?}, {:?})",
+            info.name, info.device_type, info.backend
+        );
+    }
+    println!(
+        "matmul: {} x {} times {} x {}",
+        dims.m, dims.k, dims.k, dims.n
+    );
+    let (a, b) = job::inputs(dims);
+
+    // Warm-up: compiles the pipeline and fills the pools.
+    let started = Instant::now();
+    let gpu = job::gpu_matmul(client, dims, &a, &b)?;
+    let warm_up = started.elapsed();
+
+    let (lhs, rhs, out) = job::upload(client, dims, &a, &b)?;
+    let kernel = job::kernel(dims);
+    let runs = 10;
+    client.sync()?;
+    let started = Instant::now();
+    for _ in 0..runs {
+        client.launch(&kernel, job::workgroups(dims), &[&lhs, &rhs, &out])?;
+    }
+    client.sync()?;
+    let seconds = started.elapsed().as_secs_f64() / runs as f64;
+    let flops = 2.0 * dims.m as f64 * dims.k as f64 * dims.n as f64;
+    println!(
+        "GPU: {:.2} ms per product, {:.1} GFLOP/s (mean of {runs} after a warm-up of {:.1} ms)",
+        seconds * 1e3,
+        flops / seconds / 1e9,
+        warm_up.as_secs_f64() * 1e3
+    );
+    let timed = job::read_f32(client, &out)?;
+
+    let cpu = job::cpu_matmul(dims, &a, &b);
+    for (name, result) in [("warm-up", &gpu), ("timed", &timed)] {
+        if let Some((index, gpu_value, cpu_value)) = job::first_mismatch(result, &cpu) {
+            let (row, col) = (index / dims.n as usize, index % dims.n as usize);
+            eprintln!(
+                "MISMATCH ({name} run) at index {index} (row {row}, col {col}): gpu {gpu_value} vs cpu {cpu_value}"
+            );
+            return Ok(false);
+        }
+    }
+    println!(
+        "check: all {} elements match the CPU reference (relative tolerance {})",
+        cpu.len(),
+        job::RTOL
+    );
+    print!("{}", MemorySummary(&client.memory_report()));
+    Ok(true)
+}

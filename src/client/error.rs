@@ -1,0 +1,81 @@
+//! Errors a caller of the [`Client`](super::Client) matches on.
+
+use crate::memory_management::ReserveError;
+use cubecl_runtime::server::IoError;
+
+/// Why a [`Client`](super::Client) operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// wgpu found no adapter. On a headless Linux machine, install the software Vulkan
+    /// driver (`apt-get install mesa-vulkan-drivers`). Retrying cannot help.
+    #[error(
+        "no wgpu adapter found ({0}); on headless Linux install mesa-vulkan-drivers (lavapipe)"
+    )]
+    NoAdapter(String),
+    /// The adapter refused to open a device.
+    #[error("the adapter refused to open a device: {0}")]
+    RequestDevice(String),
+    /// The memory could not reserve the bytes (too big, capped pools full, out of
+    /// device memory); the error carries the numbers.
+    #[error(transparent)]
+    Reserve(#[from] ReserveError),
+    /// A handle names no live slice (stale, or never allocated), or another memory error.
+    #[error(transparent)]
+    Memory(#[from] IoError),
+    /// A write or read range does not fit in the handle.
+    #[error(
+        "{operation} of {len} bytes at offset {offset} does not fit in a handle of {size} bytes"
+    )]
+    OutOfBounds {
+        /// What was attempted (`write`).
+        operation: &'static str,
+        /// Byte offset asked for.
+        offset: u64,
+        /// Bytes asked for.
+        len: u64,
+        /// Bytes of the handle.
+        size: u64,
+    },
+    /// A launch asked for more workgroups per dimension than the device allows
+    /// (`max_compute_workgroups_per_dimension`).
+    #[error(
+        "launch of {kernel} asks for {requested:?} workgroups; the device allows at most {limit} per dimension"
+    )]
+    TooManyWorkgroups {
+        /// The kernel's label.
+        kernel: String,
+        /// The workgroup counts asked for.
+        requested: [u32; 3],
+        /// The per-dimension limit.
+        limit: u32,
+    },
+    /// A launch bound more storage buffers than the device allows in one stage
+    /// (`max_storage_buffers_per_shader_stage`).
+    #[error("launch of {kernel} binds {given} storage buffers; the device allows at most {limit}")]
+    TooManyBindings {
+        /// The kernel's label.
+        kernel: String,
+        /// Handles given.
+        given: usize,
+        /// The limit.
+        limit: u32,
+    },
+    /// wgpu rejected an operation (a shader that does not compile, a bind group that does
+    /// not match the shader, a device error); `message` is wgpu's own text.
+    #[error("wgpu rejected {operation}: {message}")]
+    Wgpu {
+        /// What was attempted (`launch of matmul`, `write`, `read`).
+        operation: String,
+        /// wgpu's message.
+        message: String,
+    },
+    /// A staging buffer could not be mapped for a read.
+    #[error("mapping the staging buffer of a {size}-byte read failed: {message}")]
+    Map {
+        /// Bytes of the read.
+        size: u64,
+        /// wgpu's message.
+        message: String,
+    },
+}

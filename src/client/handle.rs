@@ -1,0 +1,63 @@
+//! [`Handle`]: one allocation of a client's memory.
+
+use cubecl_runtime::memory_management::{ManagedMemoryBinding, ManagedMemoryHandle};
+
+/// One allocation: a slice of a page of the client's main memory, `size` bytes long.
+///
+/// Cheap to clone; the slice stays reserved while any clone (or a
+/// [`HandleResource`] made from it) is alive, and is reused after the last one is
+/// dropped. Work already submitted on it is ordered before any later reuse (one queue).
+#[derive(Debug, Clone)]
+pub struct Handle {
+    pub(crate) memory: ManagedMemoryHandle,
+    pub(crate) size: u64,
+}
+
+impl Handle {
+    /// The bytes asked for when the handle was made (not rounded up).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The memory handle behind it (cubecl-runtime's).
+    pub fn memory(&self) -> &ManagedMemoryHandle {
+        &self.memory
+    }
+
+    pub(crate) fn binding(&self) -> ManagedMemoryBinding {
+        self.memory.clone().binding()
+    }
+}
+
+/// Where a [`Handle`]'s bytes are, for an application's own bind groups and copies:
+/// `buffer` at byte `offset`, `size` bytes. Holding it keeps the slice reserved.
+#[derive(Debug, Clone)]
+pub struct HandleResource {
+    /// The page the slice lives in.
+    pub buffer: wgpu::Buffer,
+    /// Byte offset of the slice in `buffer`; a multiple of the device's
+    /// `min_storage_buffer_offset_alignment`.
+    pub offset: u64,
+    /// Bytes of the handle (not rounded).
+    pub size: u64,
+    pub(crate) _binding: ManagedMemoryBinding,
+}
+
+impl HandleResource {
+    /// The bytes a binding covers: `size` rounded up to 4, at least 4 (wgpu rejects
+    /// zero-size bindings; the rounding stays inside the slice).
+    pub fn binding_size(&self) -> u64 {
+        self.size
+            .max(1)
+            .next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
+    }
+
+    /// The slice as a `wgpu::BufferBinding` for a bind group entry.
+    pub fn as_binding(&self) -> wgpu::BufferBinding<'_> {
+        wgpu::BufferBinding {
+            buffer: &self.buffer,
+            offset: self.offset,
+            size: wgpu::BufferSize::new(self.binding_size()),
+        }
+    }
+}

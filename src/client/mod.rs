@@ -1,0 +1,240 @@
+//! [`Client`]: what an application calls.
+
+mod error;
+mod handle;
+mod kernel;
+
+pub use error::ClientError;
+pub use handle::{Handle, HandleResource};
+pub use kernel::Kernel;
+
+use crate::memory_management::{MemoryConfiguration, MemoryReport};
+use crate::server::Server;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// A device's pooled memory and the work on it. `Send + Sync`, cheap to clone: clones
+/// share one device, one queue and one set of pools behind one mutex.
+///
+/// Every byte a client hands out lives in its pools: handles are slices of pages, and
+/// reads go through pooled staging buffers.
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    info: Option<wgpu::AdapterInfo>,
+    server: Mutex<Server>,
+    uncaptured: Arc<Mutex<Vec<String>>>,
+}
+
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Client>();
+};
+
+impl core::fmt::Debug for Client {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Client")
+            .field("adapter", &self.shared.info.as_ref().map(|info| &info.name))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client over an application's own device and queue, with the default layout.
+    ///
+    /// Installs an uncaptured-error handler on `device` that records errors instead of
+    /// panicking (see [`uncaptured_errors`](Self::uncaptured_errors)); every operation of
+    /// the client catches its own errors in error scopes, so none should arrive there.
+    pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
+        Self::with_configuration(device, queue, None, MemoryConfiguration::default())
+    }
+
+    /// A client with a given memory configuration for the main memory.
+    pub fn with_configuration(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        info: Option<wgpu::AdapterInfo>,
+        config: MemoryConfiguration,
+    ) -> Self {
+        let uncaptured = Arc::new(Mutex::new(Vec::new()));
+        let sink = uncaptured.clone();
+        device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+            tracing::error!(%error, "uncaptured wgpu error");
+            sink.lock().push(error.to_string());
+        }));
+        let server = Server::new(device.clone(), queue.clone(), config);
+        Self {
+            shared: Arc::new(Shared {
+                device,
+                queue,
+                info,
+                server: Mutex::new(server),
+                uncaptured,
+            }),
+        }
+    }
+
+    /// Opens the default adapter (a discrete GPU when there is one, then any other,
+    /// software adapters such as lavapipe included) with its own limits, and makes a
+    /// client over it.
+    ///
+    /// # Errors
+    /// [`ClientError::NoAdapter`] when wgpu finds no adapter;
+    /// [`ClientError::RequestDevice`] when the adapter refuses a device.
+    pub fn open_default() -> Result<Self, ClientError> {
+        pollster::block_on(Self::open_default_async())
+    }
+
+    async fn open_default_async() -> Result<Self, ClientError> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|error| ClientError::NoAdapter(error.to_string()))?;
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("wgpu-memory"),
+                required_limits: adapter.limits(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|error| ClientError::RequestDevice(error.to_string()))?;
+        Ok(Self::with_configuration(
+            device,
+            queue,
+            Some(adapter.get_info()),
+            MemoryConfiguration::default(),
+        ))
+    }
+
+    /// The adapter the client opened, when it opened one itself.
+    pub fn adapter_info(&self) -> Option<&wgpu::AdapterInfo> {
+        self.shared.info.as_ref()
+    }
+
+    /// The device.
+    pub fn device(&self) -> &wgpu::Device {
+        &self.shared.device
+    }
+
+    /// The queue.
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.shared.queue
+    }
+
+    /// A handle of `data.len()` bytes holding `data`.
+    ///
+    /// # Errors
+    /// [`ClientError::Reserve`] when the memory cannot hold it; [`ClientError::Wgpu`] when
+    /// wgpu rejects the write.
+    pub fn create(&self, data: &[u8]) -> Result<Handle, ClientError> {
+        let mut server = self.shared.server.lock();
+        let handle = server.empty(data.len() as u64)?;
+        server.write(&handle, 0, data)?;
+        Ok(handle)
+    }
+
+    /// A handle of `size` bytes whose contents are unspecified (a reused slice keeps its
+    /// old bytes).
+    ///
+    /// # Errors
+    /// [`ClientError::Reserve`] when the memory cannot hold it.
+    pub fn empty(&self, size: u64) -> Result<Handle, ClientError> {
+        self.shared.server.lock().empty(size)
+    }
+
+    /// Writes `data` at byte `offset` of `handle`, ordered after every launch already made
+    /// and before every later one.
+    ///
+    /// # Errors
+    /// [`ClientError::OutOfBounds`] when the range leaves the handle; [`ClientError::Memory`]
+    /// for a stale handle; [`ClientError::Wgpu`] when wgpu rejects it.
+    pub fn write(&self, handle: &Handle, offset: u64, data: &[u8]) -> Result<(), ClientError> {
+        self.shared.server.lock().write(handle, offset, data)
+    }
+
+    /// Reads the whole handle back. The copy is submitted at once (so the bytes are those
+    /// after every earlier launch and write); the wait happens without the client's lock.
+    ///
+    /// # Errors
+    /// [`ClientError::Reserve`] when no staging memory is left, [`ClientError::Map`] when
+    /// mapping fails, [`ClientError::Memory`] for a stale handle.
+    pub async fn read(&self, handle: &Handle) -> Result<Vec<u8>, ClientError> {
+        self.read_blocking(handle)
+    }
+
+    /// [`read`](Self::read), blocking the calling thread.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub fn read_blocking(&self, handle: &Handle) -> Result<Vec<u8>, ClientError> {
+        let pending = self
+            .shared
+            .server
+            .lock()
+            .start_read(handle, 0, handle.size)?;
+        pending.wait(&self.shared.device)
+    }
+
+    /// Dispatches `kernel` over `workgroups`, binding the i-th handle as
+    /// `@group(0) @binding(i)` (a storage buffer at the handle's offset, its size rounded
+    /// up to 4 bytes, at least 4).
+    ///
+    /// # Errors
+    /// [`ClientError::TooManyWorkgroups`], [`ClientError::TooManyBindings`] against the
+    /// device's limits; [`ClientError::Wgpu`] when the shader does not compile or the
+    /// bindings do not match it; [`ClientError::Memory`] for a stale handle.
+    pub fn launch(
+        &self,
+        kernel: &Kernel,
+        workgroups: [u32; 3],
+        handles: &[&Handle],
+    ) -> Result<(), ClientError> {
+        self.shared
+            .server
+            .lock()
+            .launch(kernel, workgroups, handles)
+    }
+
+    /// Where `handle`'s bytes are, for the application's own bind groups and copies.
+    ///
+    /// # Errors
+    /// [`ClientError::Memory`] for a stale handle.
+    pub fn resource(&self, handle: &Handle) -> Result<HandleResource, ClientError> {
+        self.shared.server.lock().resource(handle)
+    }
+
+    /// The memory report: the main pools, and the staging memory as the auxiliary memory
+    /// `"staging"`. Display it with [`MemorySummary`](crate::report::MemorySummary).
+    pub fn memory_report(&self) -> MemoryReport {
+        self.shared.server.lock().memory_report()
+    }
+
+    /// Gives every page without a live slice back to the driver, in both memories.
+    pub fn cleanup(&self) {
+        self.shared.server.lock().cleanup()
+    }
+
+    /// Waits until every submitted operation is done.
+    ///
+    /// # Errors
+    /// [`ClientError::Wgpu`] when polling the device fails (a lost device).
+    pub fn sync(&self) -> Result<(), ClientError> {
+        let server = self.shared.server.lock();
+        server.sync()
+    }
+
+    /// The wgpu errors that reached the device's uncaptured-error handler since the client
+    /// was made (none should: each operation catches its own).
+    pub fn uncaptured_errors(&self) -> Vec<String> {
+        self.shared.uncaptured.lock().clone()
+    }
+}

@@ -1,0 +1,130 @@
+//! Why a reservation failed, with the numbers a user needs to act on it.
+
+use super::usage::format_bytes;
+use cubecl_runtime::server::IoError;
+
+/// Why [`MemoryManagement::reserve`](super::MemoryManagement::reserve) returned no handle.
+///
+/// Every variant carries what was asked (`requested`, in bytes), the limit that refused
+/// it, and what the memory held at that moment, so the message alone says what to change.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReserveError {
+    /// No pool of the layout accepts a reservation this large: it is over the largest
+    /// page the device allows (`limit`, from `max_storage_buffer_binding_size` /
+    /// `max_buffer_size` through [`MemoryDeviceProperties`](super::MemoryDeviceProperties)),
+    /// or over every pool's maximum. Retrying cannot help; split the buffer.
+    #[error(
+        "cannot reserve {} ({requested} bytes): the largest reservation this memory accepts is {} ({limit} bytes)",
+        format_bytes(*requested),
+        format_bytes(*limit)
+    )]
+    BufferTooBig {
+        /// Bytes asked for.
+        requested: u64,
+        /// The largest reservation any pool of the layout accepts, in bytes.
+        limit: u64,
+    },
+    /// Every pool that accepts this size is capped and full. Retrying after live handles
+    /// are dropped can help.
+    #[error(
+        "cannot reserve {} ({requested} bytes): pool {pool} is capped at {} and holds {} in use, and no later pool accepts the size",
+        format_bytes(*requested),
+        format_bytes(*capacity),
+        format_bytes(*bytes_in_use)
+    )]
+    PoolCapacityExceeded {
+        /// Bytes asked for.
+        requested: u64,
+        /// Position of the capped pool in the layout.
+        pool: u8,
+        /// The pool's cap in whole pages, in bytes.
+        capacity: u64,
+        /// Bytes in use in that pool.
+        bytes_in_use: u64,
+    },
+    /// The device refused a new page even after every free page was given back. Retrying
+    /// after live handles are dropped can help.
+    #[error(
+        "out of device memory reserving {} ({requested} bytes): {} in use, {} reserved, largest free slice {}{}; the device said: {source}",
+        format_bytes(*requested),
+        format_bytes(*bytes_in_use),
+        format_bytes(*bytes_reserved),
+        format_bytes(*largest_free_slice),
+        cap.map(|cap| format!(", pool cap {}", format_bytes(cap))).unwrap_or_default()
+    )]
+    OutOfMemory {
+        /// Bytes asked for.
+        requested: u64,
+        /// Bytes in use (requested sizes of live slices) in the whole memory.
+        bytes_in_use: u64,
+        /// Bytes of every page held.
+        bytes_reserved: u64,
+        /// The largest free slice of any page, in bytes: the biggest reservation that
+        /// would have fit without a new page.
+        largest_free_slice: u64,
+        /// The cap of the pool that tried to grow, if it has one, in bytes.
+        cap: Option<u64>,
+        /// The storage's error.
+        source: IoError,
+    },
+    /// A pool would need more pages than a handle's location can name (a `u16` page
+    /// index, cubecl-runtime's `MemoryLocation`). Use larger pages.
+    #[error(
+        "cannot reserve {requested} bytes: pool {pool} already holds {limit} pages, the most a handle can address"
+    )]
+    TooManyPages {
+        /// Bytes asked for.
+        requested: u64,
+        /// Position of the pool in the layout.
+        pool: u8,
+        /// The page limit.
+        limit: u64,
+    },
+    /// Any other storage failure (a lost device, a validation error from the driver).
+    #[error("the storage failed while reserving {requested} bytes: {source}")]
+    Storage {
+        /// Bytes asked for.
+        requested: u64,
+        /// The storage's error.
+        source: IoError,
+    },
+}
+
+impl ReserveError {
+    /// Whether the storage ran out of memory (so giving back free pages may help).
+    pub(crate) fn is_out_of_memory(&self) -> bool {
+        matches!(self, ReserveError::OutOfMemory { .. })
+    }
+
+    /// The bytes asked for.
+    pub fn requested(&self) -> u64 {
+        match self {
+            ReserveError::BufferTooBig { requested, .. }
+            | ReserveError::PoolCapacityExceeded { requested, .. }
+            | ReserveError::OutOfMemory { requested, .. }
+            | ReserveError::TooManyPages { requested, .. }
+            | ReserveError::Storage { requested, .. } => *requested,
+        }
+    }
+}
+
+impl From<ReserveError> for IoError {
+    fn from(error: ReserveError) -> Self {
+        match error {
+            ReserveError::BufferTooBig { requested, .. } => IoError::BufferTooBig {
+                size: requested,
+                backtrace: Default::default(),
+            },
+            ReserveError::OutOfMemory { requested, .. } => IoError::OutOfMemory {
+                size: requested,
+                backtrace: Default::default(),
+            },
+            ReserveError::Storage { source, .. } => source,
+            other => IoError::Unknown {
+                description: other.to_string(),
+                backtrace: Default::default(),
+            },
+        }
+    }
+}

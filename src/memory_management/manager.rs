@@ -1,0 +1,464 @@
+//! [`MemoryManagement`]: routes reservations to pools and bindings to slices.
+
+use super::MemoryDeviceProperties;
+use super::config::MemoryPoolOptions;
+use super::error::ReserveError;
+use super::layout;
+use super::options::MemoryManagementOptions;
+use super::pool::slices::{SliceTable, not_found};
+use super::pool::whole_page::{Release, Reuse, WholePagePool};
+use super::pool::{DynamicPool, GrowError};
+use super::usage::format_bytes;
+use crate::storage::{ComputeStorage, StorageHandle};
+use cubecl_runtime::memory_management::{
+    DEDICATED_POOL_POS, ManagedMemoryBinding, ManagedMemoryHandle, MemoryAllocationMode,
+    MemoryConfiguration, MemoryPoolKind, MemoryPoolsReport, MemoryUsage, PERSISTENT_POOL_POS,
+};
+use cubecl_runtime::server::IoError;
+
+/// Which pages a cleanup gives back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cleanup {
+    /// What each pool's own policy says is unused: exclusive pages idle for their
+    /// `dealloc_period`, freed dedicated allocations. Runs at the start of every
+    /// reservation; cheap.
+    Periodic,
+    /// Every page that holds no live slice, in every pool; then the storage is flushed.
+    Explicit,
+}
+
+/// Reserves slices of storage pages and keeps track of them: one memory (the main
+/// device memory, or the staging memory) of one device.
+///
+/// A reservation goes, by the allocation mode in force, to the persistent pool, to a
+/// dedicated allocation, or to the first dynamic pool of the layout that accepts its size.
+/// The returned [`ManagedMemoryHandle`] keeps the slice alive; once every clone of it and
+/// every binding made from it is dropped, the slice is free for reuse.
+pub struct MemoryManagement<S: ComputeStorage> {
+    name: String,
+    storage: S,
+    properties: MemoryDeviceProperties,
+    layout: Vec<MemoryPoolOptions>,
+    dynamic: Vec<DynamicPool>,
+    persistent: WholePagePool,
+    dedicated: WholePagePool,
+    base_mode: MemoryAllocationMode,
+    windows: Vec<MemoryAllocationMode>,
+    /// Reservations so far: the clock of `dealloc_period`.
+    reservations: u64,
+    /// Pools that already logged a spill (one warning per pool per layout).
+    warned_full: Vec<bool>,
+}
+
+impl<S: ComputeStorage> core::fmt::Debug for MemoryManagement<S> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("MemoryManagement")
+            .field("name", &self.name)
+            .field("pools", &self.dynamic.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: ComputeStorage> MemoryManagement<S> {
+    /// A memory over `storage`, laid out by `config` for a device with `properties`
+    /// (largest page and alignment, in bytes), unless `options` carries an explicit layout.
+    pub fn from_configuration(
+        storage: S,
+        properties: &MemoryDeviceProperties,
+        config: MemoryConfiguration,
+        options: MemoryManagementOptions,
+    ) -> Self {
+        let layout = options
+            .pools
+            .clone()
+            .unwrap_or_else(|| layout::preset(&config, properties));
+        let alignment = properties.alignment.max(1);
+        let max_page = properties.max_page_size;
+        Self {
+            name: options.name,
+            storage,
+            properties: properties.clone(),
+            dynamic: layout::instantiate(&layout, alignment),
+            warned_full: vec![false; layout.len()],
+            layout,
+            persistent: WholePagePool::new(
+                PERSISTENT_POOL_POS,
+                MemoryPoolKind::Persistent,
+                max_page,
+                alignment,
+                Reuse::Exact,
+                Release::Explicit,
+            ),
+            dedicated: WholePagePool::new(
+                DEDICATED_POOL_POS,
+                MemoryPoolKind::Direct,
+                max_page,
+                alignment,
+                Reuse::Exact,
+                Release::Immediately,
+            ),
+            base_mode: options.mode,
+            windows: Vec::new(),
+            reservations: 0,
+        }
+    }
+
+    /// The name given in the options.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The device properties the layout was derived from.
+    pub fn properties(&self) -> &MemoryDeviceProperties {
+        &self.properties
+    }
+
+    /// The dynamic layout in force.
+    pub fn layout(&self) -> &[MemoryPoolOptions] {
+        &self.layout
+    }
+
+    /// The storage the pages live in.
+    pub fn storage(&mut self) -> &mut S {
+        &mut self.storage
+    }
+
+    /// Opens or closes an allocation-mode window. Windows nest: `Persistent` and
+    /// `Dedicated` open one, `Auto` closes the innermost (and does nothing when none is
+    /// open); the innermost open window decides where reservations go.
+    pub fn mode(&mut self, mode: MemoryAllocationMode) {
+        match mode {
+            MemoryAllocationMode::Auto => {
+                self.windows.pop();
+            }
+            other => self.windows.push(other),
+        }
+    }
+
+    /// The mode in force: the innermost window, else the base mode.
+    pub fn current_mode(&self) -> MemoryAllocationMode {
+        self.windows.last().copied().unwrap_or(self.base_mode)
+    }
+
+    /// Reserves a slice of at least `size` bytes (zero included: a zero-size reservation
+    /// still occupies one alignment unit, so it binds as a real range of a real buffer).
+    ///
+    /// Runs the periodic cleanup first. If the storage runs out of memory, every free
+    /// page is given back and the reservation is tried once more.
+    ///
+    /// # Errors
+    /// - [`ReserveError::BufferTooBig`]: no pool accepts the size (over the largest page).
+    /// - [`ReserveError::PoolCapacityExceeded`]: every accepting pool is capped and full.
+    /// - [`ReserveError::OutOfMemory`]: the device refused a page even after the cleanup;
+    ///   states the bytes in use, reserved, the largest free slice and the cap.
+    /// - [`ReserveError::TooManyPages`], [`ReserveError::Storage`]: see the variants.
+    ///
+    /// # Complexity
+    /// O(1) placement ([`Tlsf`](super::placement)) plus a bounded sweep for dropped
+    /// handles; a full sweep of the pool's slices only before the pool grows.
+    pub fn reserve(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
+        self.reservations += 1;
+        self.cleanup(Cleanup::Periodic);
+        match self.reserve_routed(size) {
+            Err(error) if error.is_out_of_memory() => {
+                tracing::debug!(memory = %self.name, size, "out of memory: cleaning up and retrying");
+                self.cleanup(Cleanup::Explicit);
+                self.reserve_routed(size)
+                    .map_err(|error| self.explain(error))
+            }
+            result => result,
+        }
+    }
+
+    fn reserve_routed(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
+        let now = self.reservations;
+        let max_page = self.properties.max_page_size;
+        let (pool, position) = match self.current_mode() {
+            MemoryAllocationMode::Persistent => (&mut self.persistent, PERSISTENT_POOL_POS),
+            MemoryAllocationMode::Dedicated => (&mut self.dedicated, DEDICATED_POOL_POS),
+            MemoryAllocationMode::Auto => return self.reserve_dynamic(size),
+        };
+        if size > max_page {
+            return Err(ReserveError::BufferTooBig {
+                requested: size,
+                limit: max_page,
+            });
+        }
+        if let Some(handle) = pool.try_reserve(size, now) {
+            return Ok(handle);
+        }
+        pool.grow(&mut self.storage, size, now)
+            .map_err(|error| grow_error(error, size, position, None))
+    }
+
+    /// The first accepting pool that holds room serves; otherwise the first accepting
+    /// pool grows, and a capped full pool spills to the next accepting one.
+    fn reserve_dynamic(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
+        let now = self.reservations;
+        let mut spilled = None;
+        for position in 0..self.dynamic.len() {
+            let pool = &mut self.dynamic[position];
+            if !pool.accept(size) {
+                continue;
+            }
+            if let Some(handle) = pool.try_reserve(size, now) {
+                return Ok(handle);
+            }
+            let cap = pool.cap();
+            match pool.grow(&mut self.storage, size, now) {
+                Ok(handle) => return Ok(handle),
+                Err(GrowError::Capacity { .. }) if spilled.is_some() => {}
+                Err(error @ GrowError::Capacity { .. }) => {
+                    self.warn_spill(position, size);
+                    spilled = Some(grow_error(error, size, position as u8, cap));
+                }
+                Err(error) => {
+                    return Err(spilled.unwrap_or(grow_error(error, size, position as u8, cap)));
+                }
+            }
+        }
+        Err(spilled.unwrap_or(ReserveError::BufferTooBig {
+            requested: size,
+            limit: layout::largest_accepted(&self.layout, self.properties.max_page_size),
+        }))
+    }
+
+    fn warn_spill(&mut self, position: usize, size: u64) {
+        if !std::mem::replace(&mut self.warned_full[position], true) {
+            tracing::warn!(
+                memory = %self.name,
+                pool = position,
+                size,
+                "pool at capacity: spilling to the next pool that accepts the size"
+            );
+        }
+    }
+
+    /// Restates an out-of-memory error with the whole memory's numbers.
+    fn explain(&self, error: ReserveError) -> ReserveError {
+        match error {
+            ReserveError::OutOfMemory {
+                requested,
+                cap,
+                source,
+                ..
+            } => {
+                let usage = self.memory_usage();
+                ReserveError::OutOfMemory {
+                    requested,
+                    bytes_in_use: usage.bytes_in_use,
+                    bytes_reserved: usage.bytes_reserved,
+                    largest_free_slice: self.largest_free_slice(),
+                    cap,
+                    source,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// The largest free slice of any page of any pool, in bytes.
+    pub fn largest_free_slice(&self) -> u64 {
+        self.dynamic
+            .iter()
+            .map(DynamicPool::largest_free)
+            .chain([
+                self.persistent.largest_free(),
+                self.dedicated.largest_free(),
+            ])
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Gives pages back to the storage: what each pool's policy says is unused
+    /// ([`Cleanup::Periodic`]) or every page without a live slice ([`Cleanup::Explicit`],
+    /// followed by a storage flush so the bytes really go back).
+    pub fn cleanup(&mut self, cleanup: Cleanup) {
+        let now = self.reservations;
+        match cleanup {
+            Cleanup::Periodic => {
+                for pool in &mut self.dynamic {
+                    pool.cleanup_periodic(&mut self.storage, now);
+                }
+                self.dedicated.cleanup_periodic(&mut self.storage, now);
+            }
+            Cleanup::Explicit => {
+                for pool in &mut self.dynamic {
+                    pool.release_free_pages(&mut self.storage, now);
+                }
+                self.persistent.release_free_pages(&mut self.storage, now);
+                self.dedicated.release_free_pages(&mut self.storage, now);
+                self.storage.flush();
+            }
+        }
+    }
+
+    fn table(&self, binding: &ManagedMemoryBinding) -> Result<&SliceTable, IoError> {
+        let location = binding.descriptor().location();
+        if location.init == 0 {
+            return Err(not_found("the handle was never given a slice"));
+        }
+        match location.pool {
+            PERSISTENT_POOL_POS => Ok(self.persistent.slices()),
+            DEDICATED_POOL_POS => Ok(self.dedicated.slices()),
+            position => self
+                .dynamic
+                .get(position as usize)
+                .map(DynamicPool::slices)
+                .ok_or_else(|| not_found("the handle names a pool this layout does not have")),
+        }
+    }
+
+    fn table_mut(&mut self, location_pool: u8) -> Result<&mut SliceTable, IoError> {
+        match location_pool {
+            PERSISTENT_POOL_POS => Ok(self.persistent.slices_mut()),
+            DEDICATED_POOL_POS => Ok(self.dedicated.slices_mut()),
+            position => self
+                .dynamic
+                .get_mut(position as usize)
+                .map(DynamicPool::slices_mut)
+                .ok_or_else(|| not_found("the handle names a pool this layout does not have")),
+        }
+    }
+
+    /// Gives the slice reserved under `reserved` to `assigned` (a handle minted up front
+    /// by a client), with the stream `cursor`. `reserved` becomes stale.
+    ///
+    /// # Errors
+    /// [`IoError::NotFound`] when `reserved` names no live slice.
+    pub fn bind(
+        &mut self,
+        reserved: ManagedMemoryHandle,
+        assigned: ManagedMemoryHandle,
+        cursor: u64,
+    ) -> Result<(), IoError> {
+        let location = reserved.descriptor().location();
+        if location.init == 0 {
+            return Err(not_found("the reserved handle was never given a slice"));
+        }
+        self.table_mut(location.pool)?
+            .bind(reserved, assigned, cursor)
+    }
+
+    /// The stream cursor recorded at bind time.
+    ///
+    /// # Errors
+    /// [`IoError::NotFound`] when the binding names no live slice.
+    pub fn get_cursor(&self, binding: &ManagedMemoryBinding) -> Result<u64, IoError> {
+        Ok(self.table(binding)?.find(binding)?.cursor)
+    }
+
+    /// The page and range of the slice behind `binding`: the page's storage id, the
+    /// slice's byte offset in the page, and its requested size in bytes.
+    ///
+    /// # Errors
+    /// [`IoError::NotFound`] when the binding was never placed, its slice was released,
+    /// or its location now holds another allocation (never another allocation's bytes).
+    pub fn get_storage(&self, binding: &ManagedMemoryBinding) -> Result<StorageHandle, IoError> {
+        Ok(self.table(binding)?.find(binding)?.storage.clone())
+    }
+
+    /// The storage resource of the slice behind `binding`, narrowed by `offset_start`
+    /// bytes from its start and `offset_end` bytes from its end.
+    ///
+    /// # Errors
+    /// [`IoError::NotFound`] as [`get_storage`](Self::get_storage);
+    /// [`IoError::Unknown`] when the offsets exceed the slice's size.
+    pub fn get_resource(
+        &mut self,
+        binding: &ManagedMemoryBinding,
+        offset_start: Option<u64>,
+        offset_end: Option<u64>,
+    ) -> Result<S::Resource, IoError> {
+        let handle = self.get_storage(binding)?;
+        let (start, end) = (offset_start.unwrap_or(0), offset_end.unwrap_or(0));
+        if start.saturating_add(end) > handle.size() {
+            return Err(IoError::Unknown {
+                description: format!(
+                    "offsets {start} + {end} bytes exceed the slice's {} bytes",
+                    handle.size()
+                ),
+                backtrace: Default::default(),
+            });
+        }
+        self.storage
+            .get(&handle.offset_start(start).offset_end(end))
+    }
+
+    /// Per-pool usage and high-water marks. Exact: slices whose handles were dropped
+    /// since the last reservation already count as free.
+    pub fn memory_report(&self) -> MemoryPoolsReport {
+        MemoryPoolsReport {
+            dynamic: self.dynamic.iter().map(DynamicPool::report).collect(),
+            persistent: self.persistent.report(),
+            dedicated: self.dedicated.report(),
+        }
+    }
+
+    /// The usage of every pool together.
+    pub fn memory_usage(&self) -> MemoryUsage {
+        self.memory_report().usage()
+    }
+
+    /// Bytes the storage holds from the device right now.
+    pub fn bytes_allocated(&self) -> u64 {
+        self.storage.bytes_allocated()
+    }
+}
+
+fn grow_error(error: GrowError, requested: u64, pool: u8, cap: Option<u64>) -> ReserveError {
+    match error {
+        GrowError::Capacity {
+            capacity,
+            bytes_in_use,
+        } => ReserveError::PoolCapacityExceeded {
+            requested,
+            pool,
+            capacity,
+            bytes_in_use,
+        },
+        GrowError::TooManyPages { limit } => ReserveError::TooManyPages {
+            requested,
+            pool,
+            limit,
+        },
+        GrowError::Storage(source @ IoError::OutOfMemory { .. }) => ReserveError::OutOfMemory {
+            requested,
+            bytes_in_use: 0,
+            bytes_reserved: 0,
+            largest_free_slice: 0,
+            cap,
+            source,
+        },
+        GrowError::Storage(source) => ReserveError::Storage { requested, source },
+    }
+}
+
+impl<S: ComputeStorage> core::fmt::Display for MemoryManagement<S> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let report = self.memory_report();
+        let usage = report.usage();
+        writeln!(
+            f,
+            "{}: {} in use ({} allocations, {} padding) of {} reserved",
+            self.name,
+            format_bytes(usage.bytes_in_use),
+            usage.number_allocs,
+            format_bytes(usage.bytes_padding),
+            format_bytes(usage.bytes_reserved)
+        )?;
+        let pools = report
+            .dynamic
+            .iter()
+            .enumerate()
+            .map(|(i, pool)| (format!("pool {i}"), pool))
+            .chain([
+                ("persistent".to_string(), &report.persistent),
+                ("dedicated".to_string(), &report.dedicated),
+            ]);
+        for (name, pool) in pools {
+            writeln!(f, "  {name}: {}", crate::report::pool_line(pool))?;
+        }
+        Ok(())
+    }
+}

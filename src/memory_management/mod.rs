@@ -1,0 +1,38 @@
+//! Memory pools and the bookkeeping behind a handle.
+//!
+//! # Contract of this layer
+//!
+//! - **Owns** the pools of one memory (pages carved into slices), the layout that routes a
+//!   reservation to a pool, the allocation-mode windows, and the usage numbers and
+//!   high-water marks behind [`MemoryPoolsReport`].
+//! - **Validates** every request against the plain numbers it was built with
+//!   ([`MemoryDeviceProperties`]: the largest page and the offset alignment) *before* it
+//!   asks the storage for anything, so a request that can never fit is a
+//!   [`ReserveError::BufferTooBig`] that names the limit, not a device error.
+//! - **Returns** [`ReserveError`] from [`MemoryManagement::reserve`], and cubecl-runtime's
+//!   [`IoError::NotFound`](cubecl_runtime::server::IoError::NotFound) for a binding whose
+//!   slice is gone (a stale or never-allocated handle). It never panics on user input.
+//! - **Never sees** wgpu: it is generic over [`ComputeStorage`](crate::storage::ComputeStorage),
+//!   and its tests and benches run on [`BytesStorage`](crate::storage::BytesStorage).
+//!
+//! The value types a client sees (reports, configuration, the handle itself) are
+//! cubecl-runtime's and are re-exported here unchanged.
+#![deny(unsafe_code)]
+
+pub use cubecl_ir::MemoryDeviceProperties;
+pub use cubecl_runtime::memory_management::*;
+
+mod config;
+mod error;
+mod layout;
+mod manager;
+mod options;
+mod placement;
+mod pool;
+mod usage;
+
+pub use config::{MemoryPoolOptions, PoolType};
+pub use error::ReserveError;
+pub use manager::{Cleanup, MemoryManagement};
+pub use options::MemoryManagementOptions;
+pub use usage::format_bytes;

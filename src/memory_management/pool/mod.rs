@@ -1,0 +1,133 @@
+//! Pools: each owns its pages and decides where a reservation goes inside them.
+//!
+//! - [`sliced`]: pages of one size carved into slices through [`placement`](super::placement).
+//! - [`whole_page`]: one allocation per page (exclusive pages, direct allocations, the
+//!   persistent pool, dedicated allocations).
+//!
+//! Every pool answers the same questions: does it accept a size, can it serve it from
+//! what it holds (`try_reserve`), can it grow to serve it (`grow`), and what does it
+//! hold (`report`). The manager only routes between them.
+
+pub(crate) mod sliced;
+pub(crate) mod slices;
+pub(crate) mod whole_page;
+
+use crate::storage::ComputeStorage;
+use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolReport};
+use cubecl_runtime::server::IoError;
+use sliced::SlicedPool;
+use slices::SliceTable;
+use whole_page::WholePagePool;
+
+/// Rounds `value` up to a multiple of `granule` (any non-zero granule, not only powers
+/// of two: a device may report an alignment of 48).
+pub(crate) fn align_up(value: u64, granule: u64) -> u64 {
+    value.div_ceil(granule) * granule
+}
+
+/// Why a pool could not add the page a reservation needs.
+#[derive(Debug)]
+pub(crate) enum GrowError {
+    /// The pool is capped and holds every page its cap allows.
+    Capacity { capacity: u64, bytes_in_use: u64 },
+    /// The pool holds as many pages as a handle's location can name.
+    TooManyPages { limit: u64 },
+    /// The storage refused the page.
+    Storage(IoError),
+}
+
+/// High-water marks of one pool, reset only by building a new pool.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct PoolStats {
+    pub(crate) pages_peak: u64,
+    pub(crate) largest_alloc: u64,
+}
+
+impl PoolStats {
+    pub(crate) fn served(&mut self, size: u64) {
+        self.largest_alloc = self.largest_alloc.max(size);
+    }
+}
+
+/// One dynamic pool of a layout.
+#[derive(Debug)]
+pub(crate) enum DynamicPool {
+    Sliced(SlicedPool),
+    WholePage(WholePagePool),
+}
+
+impl DynamicPool {
+    pub(crate) fn accept(&self, size: u64) -> bool {
+        match self {
+            DynamicPool::Sliced(pool) => pool.accept(size),
+            DynamicPool::WholePage(pool) => pool.accept(size),
+        }
+    }
+
+    pub(crate) fn try_reserve(&mut self, size: u64, now: u64) -> Option<ManagedMemoryHandle> {
+        match self {
+            DynamicPool::Sliced(pool) => pool.try_reserve(size),
+            DynamicPool::WholePage(pool) => pool.try_reserve(size, now),
+        }
+    }
+
+    pub(crate) fn grow<S: ComputeStorage>(
+        &mut self,
+        storage: &mut S,
+        size: u64,
+        now: u64,
+    ) -> Result<ManagedMemoryHandle, GrowError> {
+        match self {
+            DynamicPool::Sliced(pool) => pool.grow(storage, size),
+            DynamicPool::WholePage(pool) => pool.grow(storage, size, now),
+        }
+    }
+
+    pub(crate) fn cleanup_periodic<S: ComputeStorage>(&mut self, storage: &mut S, now: u64) {
+        if let DynamicPool::WholePage(pool) = self {
+            pool.cleanup_periodic(storage, now);
+        }
+    }
+
+    pub(crate) fn release_free_pages<S: ComputeStorage>(&mut self, storage: &mut S, now: u64) {
+        match self {
+            DynamicPool::Sliced(pool) => pool.release_free_pages(storage),
+            DynamicPool::WholePage(pool) => pool.release_free_pages(storage, now),
+        }
+    }
+
+    pub(crate) fn slices(&self) -> &SliceTable {
+        match self {
+            DynamicPool::Sliced(pool) => pool.slices(),
+            DynamicPool::WholePage(pool) => pool.slices(),
+        }
+    }
+
+    pub(crate) fn slices_mut(&mut self) -> &mut SliceTable {
+        match self {
+            DynamicPool::Sliced(pool) => pool.slices_mut(),
+            DynamicPool::WholePage(pool) => pool.slices_mut(),
+        }
+    }
+
+    pub(crate) fn largest_free(&self) -> u64 {
+        match self {
+            DynamicPool::Sliced(pool) => pool.largest_free(),
+            DynamicPool::WholePage(pool) => pool.largest_free(),
+        }
+    }
+
+    pub(crate) fn cap(&self) -> Option<u64> {
+        match self {
+            DynamicPool::Sliced(pool) => pool.cap(),
+            DynamicPool::WholePage(_) => None,
+        }
+    }
+
+    pub(crate) fn report(&self) -> MemoryPoolReport {
+        match self {
+            DynamicPool::Sliced(pool) => pool.report(),
+            DynamicPool::WholePage(pool) => pool.report(),
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The slices of one pool: a slab addressed by the `slice` field of a handle's location.
+//!
+//! A live slice never moves in the slab, so a handle's location stays valid for the
+//! slice's whole life and no cleanup ever renumbers it. A slot is reused only after its
+//! slice was released, and every lookup checks the slot's identity against the binding,
+//! so a stale location answers `NotFound` instead of another allocation's bytes.
+
+use crate::memory_management::usage::SliceSums;
+use crate::storage::StorageHandle;
+use cubecl_runtime::memory_management::{
+    ManagedMemoryBinding, ManagedMemoryHandle, MemoryLocation,
+};
+use cubecl_runtime::server::IoError;
+
+/// One reservation's slice of a page.
+#[derive(Debug)]
+pub(crate) struct Slice {
+    /// The pool's own clone of the handle: the slice is free once it is the only one left.
+    pub(crate) handle: ManagedMemoryHandle,
+    /// The page's storage id, the slice's offset in the page and the *requested* size.
+    pub(crate) storage: StorageHandle,
+    /// Bytes between the requested size and the aligned slice size.
+    pub(crate) padding: u64,
+    /// The stream cursor given at bind time (wgpu always binds 0).
+    pub(crate) cursor: u64,
+    /// The index of the page in its pool.
+    pub(crate) page: u32,
+    /// The placement block behind the slice (sliced pools only).
+    pub(crate) block: Option<crate::memory_management::placement::BlockId>,
+}
+
+/// How much of the table a sweep for dropped handles visits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sweep {
+    /// A few slots, resuming where the previous step stopped: bounded work per reservation.
+    Step,
+    /// Every slot: before a pool grows, and before reports and cleanups.
+    All,
+}
+
+/// Slots visited by one [`Sweep::Step`].
+const SWEEP_STEP: usize = 4;
+
+/// A slab of slices with a free list of slot indices.
+#[derive(Debug)]
+pub(crate) struct SliceTable {
+    pool: u8,
+    slots: Vec<Option<Slice>>,
+    vacant: Vec<u32>,
+    cursor: usize,
+}
+
+pub(crate) fn not_found(reason: &'static str) -> IoError {
+    IoError::NotFound {
+        backtrace: Default::default(),
+        reason: reason.into(),
+    }
+}
+
+impl SliceTable {
+    pub(crate) fn new(pool: u8) -> Self {
+        Self {
+            pool,
+            slots: Vec::new(),
+            vacant: Vec::new(),
+            cursor: 0,
+        }
+    }
+
+    /// Stores a new slice and returns the handle that names it.
+    pub(crate) fn insert(
+        &mut self,
+        storage: StorageHandle,
+        padding: u64,
+        page: u32,
+        block: Option<crate::memory_management::placement::BlockId>,
+    ) -> ManagedMemoryHandle {
+        let handle = ManagedMemoryHandle::new();
+        let index = match self.vacant.pop() {
+            Some(index) => index,
+            None => {
+                self.slots.push(None);
+                // A u32 slab index: 4 billion live slices in one pool cannot be reached
+                // before the device runs out of memory.
+                (self.slots.len() - 1) as u32
+            }
+        };
+        // The page field is informational: lookups go through the slot index.
+        let location = MemoryLocation::new(self.pool, page.min(u16::MAX as u32) as u16, index);
+        handle.descriptor().update_location(location);
+        self.slots[index as usize] = Some(Slice {
+            handle: handle.clone(),
+            storage,
+            padding,
+            cursor: 0,
+            page,
+            block,
+        });
+        handle
+    }
+
+    /// Releases the slices whose handles and bindings were all dropped, handing each to
+    /// `release` (which returns its bytes to the pool's free space).
+    pub(crate) fn sweep(&mut self, sweep: Sweep, mut release: impl FnMut(Slice)) {
+        let len = self.slots.len();
+        if len == 0 {
+            return;
+        }
+        let visits = match sweep {
+            Sweep::Step => SWEEP_STEP.min(len),
+            Sweep::All => len,
+        };
+        for _ in 0..visits {
+            let index = self.cursor % len;
+            self.cursor = index + 1;
+            if self.slots[index]
+                .as_ref()
+                .is_some_and(|s| s.handle.is_free())
+                && let Some(slice) = self.slots[index].take()
+            {
+                self.vacant.push(index as u32);
+                release(slice);
+            }
+        }
+    }
+
+    /// The slice a binding names, after checking that the slot still holds *that*
+    /// allocation.
+    ///
+    /// # Errors
+    /// [`IoError::NotFound`] when the binding was never placed, its slot is empty, or the
+    /// slot now holds another allocation.
+    pub(crate) fn find(&self, binding: &ManagedMemoryBinding) -> Result<&Slice, IoError> {
+        let index = self.index_of(binding)?;
+        self.slots[index]
+            .as_ref()
+            .ok_or_else(|| not_found("the slice behind this binding was released"))
+    }
+
+    pub(crate) fn find_mut(
+        &mut self,
+        binding: &ManagedMemoryBinding,
+    ) -> Result<&mut Slice, IoError> {
+        let index = self.index_of(binding)?;
+        self.slots[index]
+            .as_mut()
+            .ok_or_else(|| not_found("the slice behind this binding was released"))
+    }
+
+    fn index_of(&self, binding: &ManagedMemoryBinding) -> Result<usize, IoError> {
+        let location = binding.descriptor().location();
+        if location.init == 0 {
+            return Err(not_found("the handle was never given a slice"));
+        }
+        let index = location.slice as usize;
+        match self.slots.get(index).and_then(Option::as_ref) {
+            None => Err(not_found("the slice behind this binding was released")),
+            Some(slice) if slice.handle.descriptor().id != binding.id() => {
+                Err(not_found("the location now holds a different allocation"))
+            }
+            Some(_) => Ok(index),
+        }
+    }
+
+    /// Moves the slice reserved under `reserved` to the handle `assigned` (the server
+    /// protocol: a client mints its handle up front and the memory binds a fresh
+    /// reservation to it). `reserved` becomes stale.
+    ///
+    /// # Errors
+    /// [`IoError::NotFound`] when `reserved` names no live slice of this table.
+    pub(crate) fn bind(
+        &mut self,
+        reserved: ManagedMemoryHandle,
+        assigned: ManagedMemoryHandle,
+        cursor: u64,
+    ) -> Result<(), IoError> {
+        let binding = reserved.clone().binding();
+        let slice = self.find_mut(&binding)?;
+        assigned
+            .descriptor()
+            .update_location(reserved.descriptor().location());
+        slice.handle = assigned;
+        slice.cursor = cursor;
+        Ok(())
+    }
+
+    /// Count, in-use and padding bytes of the slices some handle or binding still holds.
+    pub(crate) fn sums(&self) -> SliceSums {
+        let mut sums = SliceSums::default();
+        for slice in self.slots.iter().flatten() {
+            if !slice.handle.is_free() {
+                sums.add(slice.storage.size(), slice.padding);
+            }
+        }
+        sums
+    }
+}

@@ -1,0 +1,271 @@
+//! Pools where every reservation is a page of its own: exclusive pages, direct
+//! allocations, the persistent pool and dedicated allocations.
+//!
+//! They differ only in which free page a reservation may take ([`Reuse`]) and when free
+//! pages go back to the driver ([`Release`]); the bookkeeping is shared.
+
+use super::slices::{Slice, SliceTable, Sweep};
+use super::{GrowError, PoolStats, align_up};
+use crate::storage::{ComputeStorage, StorageHandle, StorageUtilization};
+use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
+use std::collections::BTreeSet;
+
+/// Which free page a reservation may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reuse {
+    /// The smallest free page at least as large as the aligned request and at most half
+    /// again as large (exclusive pages: bounded slack, broad reuse).
+    Similar,
+    /// Only a free page of exactly the aligned size (direct, persistent, dedicated).
+    Exact,
+}
+
+/// When free pages go back to the driver (besides an explicit cleanup, which always
+/// gives back every free page).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// Only on explicit cleanup.
+    Explicit,
+    /// A page free for this many reservations goes back on the periodic cleanup.
+    AfterIdle(u64),
+    /// Before a new page would take reserved bytes over this watermark.
+    Watermark(u64),
+    /// On every periodic cleanup (dedicated allocations: freed, then gone).
+    Immediately,
+}
+
+#[derive(Debug)]
+struct Page {
+    storage: StorageHandle,
+    live: bool,
+    freed_at: u64,
+}
+
+/// A pool of one-allocation pages.
+#[derive(Debug)]
+pub(crate) struct WholePagePool {
+    kind: MemoryPoolKind,
+    max_alloc_size: u64,
+    granule: u64,
+    reuse: Reuse,
+    release: Release,
+    pages: Vec<Option<Page>>,
+    vacant_pages: Vec<u32>,
+    /// Free pages as (bytes, index): ordered so the best fit is one range query.
+    free: BTreeSet<(u64, u32)>,
+    reserved: u64,
+    page_count: u64,
+    last_idle_check: u64,
+    slices: SliceTable,
+    stats: PoolStats,
+}
+
+impl WholePagePool {
+    pub(crate) fn new(
+        pool: u8,
+        kind: MemoryPoolKind,
+        max_alloc_size: u64,
+        alignment: u64,
+        reuse: Reuse,
+        release: Release,
+    ) -> Self {
+        Self {
+            kind,
+            max_alloc_size,
+            granule: alignment.max(1),
+            reuse,
+            release,
+            pages: Vec::new(),
+            vacant_pages: Vec::new(),
+            free: BTreeSet::new(),
+            reserved: 0,
+            page_count: 0,
+            last_idle_check: 0,
+            slices: SliceTable::new(pool),
+            stats: PoolStats::default(),
+        }
+    }
+
+    pub(crate) fn accept(&self, size: u64) -> bool {
+        size <= self.max_alloc_size
+    }
+
+    fn effective(&self, size: u64) -> u64 {
+        align_up(size.max(1), self.granule)
+    }
+
+    /// A free page that fits, if the reuse rule allows one.
+    pub(crate) fn try_reserve(&mut self, size: u64, now: u64) -> Option<ManagedMemoryHandle> {
+        self.sweep(Sweep::Step, now);
+        if let Some(handle) = self.take_free(size) {
+            return Some(handle);
+        }
+        self.sweep(Sweep::All, now);
+        self.take_free(size)
+    }
+
+    fn take_free(&mut self, size: u64) -> Option<ManagedMemoryHandle> {
+        let effective = self.effective(size);
+        let largest = match self.reuse {
+            Reuse::Similar => effective.saturating_add(effective / 2),
+            Reuse::Exact => effective,
+        };
+        let &(bytes, index) = self
+            .free
+            .range((effective, 0)..=(largest, u32::MAX))
+            .next()?;
+        self.free.remove(&(bytes, index));
+        Some(self.occupy(index, size))
+    }
+
+    /// Puts a slice of `size` bytes on page `index`. Its padding is the alignment
+    /// padding only: a reused page's extra bytes count as reserved, not padding.
+    fn occupy(&mut self, index: u32, size: u64) -> ManagedMemoryHandle {
+        let padding = self.effective(size) - size;
+        let page = self.pages[index as usize]
+            .as_mut()
+            .expect("a free-list entry names a held page");
+        page.live = true;
+        let storage = StorageHandle::new(page.storage.id, StorageUtilization { offset: 0, size });
+        self.stats.served(size);
+        self.slices.insert(storage, padding, index, None)
+    }
+
+    /// Allocates a page of exactly the aligned size.
+    pub(crate) fn grow<S: ComputeStorage>(
+        &mut self,
+        storage: &mut S,
+        size: u64,
+        now: u64,
+    ) -> Result<ManagedMemoryHandle, GrowError> {
+        let effective = self.effective(size);
+        if let Release::Watermark(watermark) = self.release {
+            self.release_until(storage, |reserved| reserved + effective <= watermark, now);
+        }
+        let page = storage.alloc(effective).map_err(GrowError::Storage)?;
+        let index = match self.vacant_pages.pop() {
+            Some(index) => index,
+            None => {
+                self.pages.push(None);
+                (self.pages.len() - 1) as u32
+            }
+        };
+        self.pages[index as usize] = Some(Page {
+            storage: page,
+            live: false,
+            freed_at: now,
+        });
+        self.reserved += effective;
+        self.page_count += 1;
+        self.stats.pages_peak = self.stats.pages_peak.max(self.page_count);
+        Ok(self.occupy(index, size))
+    }
+
+    pub(crate) fn sweep(&mut self, sweep: Sweep, now: u64) {
+        let pages = &mut self.pages;
+        let free = &mut self.free;
+        self.slices.sweep(sweep, |slice: Slice| {
+            if let Some(page) = pages[slice.page as usize].as_mut() {
+                page.live = false;
+                page.freed_at = now;
+                free.insert((page.storage.size(), slice.page));
+            }
+        });
+    }
+
+    /// The periodic cleanup: gives back pages its [`Release`] rule says are unused.
+    pub(crate) fn cleanup_periodic<S: ComputeStorage>(&mut self, storage: &mut S, now: u64) {
+        match self.release {
+            Release::AfterIdle(period) => {
+                // Checked every fifth of the period: a page goes back between one and
+                // 1.2 periods after it was freed, for O(pages / period) work per reservation.
+                if now.saturating_sub(self.last_idle_check) < (period / 5).max(1) {
+                    return;
+                }
+                self.last_idle_check = now;
+                self.sweep(Sweep::All, now);
+                self.release_where(storage, |page| now.saturating_sub(page.freed_at) >= period);
+            }
+            Release::Immediately if self.page_count > 0 => {
+                self.sweep(Sweep::All, now);
+                self.release_where(storage, |_| true);
+            }
+            _ => {}
+        }
+    }
+
+    /// Gives every free page back.
+    pub(crate) fn release_free_pages<S: ComputeStorage>(&mut self, storage: &mut S, now: u64) {
+        self.sweep(Sweep::All, now);
+        self.release_where(storage, |_| true);
+    }
+
+    fn release_where<S: ComputeStorage>(
+        &mut self,
+        storage: &mut S,
+        mut rule: impl FnMut(&Page) -> bool,
+    ) {
+        let candidates: Vec<(u64, u32)> = self.free.iter().copied().collect();
+        for (bytes, index) in candidates {
+            let releasable = self.pages[index as usize].as_ref().is_some_and(&mut rule);
+            if releasable {
+                self.release_page(storage, bytes, index);
+            }
+        }
+    }
+
+    fn release_until<S: ComputeStorage>(
+        &mut self,
+        storage: &mut S,
+        mut enough: impl FnMut(u64) -> bool,
+        now: u64,
+    ) {
+        if enough(self.reserved) {
+            return;
+        }
+        self.sweep(Sweep::All, now);
+        // Oldest index first, as pages were made.
+        let mut candidates: Vec<(u64, u32)> = self.free.iter().copied().collect();
+        candidates.sort_by_key(|&(_, index)| index);
+        for (bytes, index) in candidates {
+            if enough(self.reserved) {
+                break;
+            }
+            self.release_page(storage, bytes, index);
+        }
+    }
+
+    fn release_page<S: ComputeStorage>(&mut self, storage: &mut S, bytes: u64, index: u32) {
+        self.free.remove(&(bytes, index));
+        if let Some(page) = self.pages[index as usize].take() {
+            storage.dealloc(page.storage.id);
+            self.reserved -= bytes;
+            self.page_count -= 1;
+            self.vacant_pages.push(index);
+        }
+    }
+
+    pub(crate) fn slices(&self) -> &SliceTable {
+        &self.slices
+    }
+
+    pub(crate) fn slices_mut(&mut self) -> &mut SliceTable {
+        &mut self.slices
+    }
+
+    /// The largest free page, in bytes.
+    pub(crate) fn largest_free(&self) -> u64 {
+        self.free.iter().next_back().map_or(0, |&(bytes, _)| bytes)
+    }
+
+    pub(crate) fn report(&self) -> MemoryPoolReport {
+        MemoryPoolReport {
+            kind: self.kind,
+            usage: self.slices.sums().into_usage(self.reserved),
+            pages: self.page_count,
+            pages_peak: self.stats.pages_peak,
+            pages_unmapped: 0,
+            largest_alloc: self.stats.largest_alloc,
+        }
+    }
+}

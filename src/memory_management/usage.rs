@@ -1,0 +1,62 @@
+//! Usage sums and the one byte formatter of the crate.
+
+use cubecl_runtime::memory_management::MemoryUsage;
+
+/// Formats a byte count with binary units (B, KiB, MiB, GiB, TiB), two decimals above
+/// 1 KiB: `1536` prints `1.50 KiB`.
+///
+/// The upstream `MemoryUsage` display prints decimal "KB"; this crate prints binary units
+/// everywhere so a page of `64 MiB` reads as `64.00 MiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.2} {}", UNITS[unit])
+}
+
+/// Running sums of live slices, as `MemoryUsage` counts them.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct SliceSums {
+    pub(crate) count: u64,
+    pub(crate) in_use: u64,
+    pub(crate) padding: u64,
+}
+
+impl SliceSums {
+    pub(crate) fn add(&mut self, size: u64, padding: u64) {
+        self.count += 1;
+        self.in_use += size;
+        self.padding += padding;
+    }
+
+    pub(crate) fn into_usage(self, bytes_reserved: u64) -> MemoryUsage {
+        MemoryUsage {
+            number_allocs: self.count,
+            bytes_in_use: self.in_use,
+            bytes_padding: self.padding,
+            bytes_reserved,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_bytes;
+
+    /// Binary units, two decimals, plain bytes below 1 KiB.
+    #[test]
+    fn formats_binary_units() {
+        assert_eq!(format_bytes(0), "0 B");
+        assert_eq!(format_bytes(1023), "1023 B");
+        assert_eq!(format_bytes(1536), "1.50 KiB");
+        assert_eq!(format_bytes(64 << 20), "64.00 MiB");
+        assert_eq!(format_bytes(3 << 30), "3.00 GiB");
+    }
+}

@@ -1,0 +1,127 @@
+//! Per device: the main memory, the staging memory, and the wgpu work around them.
+//!
+//! All of it sits behind the client's one mutex. Work is submitted in the order it is
+//! asked for on one queue, so a slice freed by one operation and reused by the next is
+//! never written before the earlier work that used it (the queue orders them).
+
+mod launch;
+mod readback;
+mod transfer;
+
+use crate::client::{ClientError, Handle, HandleResource};
+use crate::memory_management::{
+    AuxiliaryMemoryReport, Cleanup, MemoryConfiguration, MemoryManagement, MemoryManagementOptions,
+    MemoryReport, StreamMemoryReport,
+};
+use crate::storage::WgpuStorage;
+use crate::storage::wgpu_storage::limits::{staging_memory_properties, storage_memory_properties};
+use cubecl_environment::stream::StreamId;
+use std::collections::HashMap;
+
+/// The usages of main-memory pages: bound as storage buffers, copied from and into.
+pub(crate) const MAIN_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+/// The usages of staging pages: copied into, then mapped for reading.
+pub(crate) const STAGING_USAGE: wgpu::BufferUsages =
+    wgpu::BufferUsages::MAP_READ.union(wgpu::BufferUsages::COPY_DST);
+
+/// The device-side state of a client.
+pub(crate) struct Server {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) main: MemoryManagement<WgpuStorage>,
+    pub(crate) staging: MemoryManagement<WgpuStorage>,
+    pipelines: HashMap<u64, wgpu::ComputePipeline>,
+}
+
+impl Server {
+    pub(crate) fn new(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        config: MemoryConfiguration,
+    ) -> Self {
+        let limits = device.limits();
+        let main_properties = storage_memory_properties(&limits);
+        let staging_properties = staging_memory_properties(&limits);
+        let main = MemoryManagement::from_configuration(
+            WgpuStorage::new(device.clone(), MAIN_USAGE, main_properties.alignment),
+            &main_properties,
+            config,
+            MemoryManagementOptions::new("main"),
+        );
+        // A mapped buffer maps whole: two reads must never share one, so staging pages
+        // are exclusive.
+        let staging = MemoryManagement::from_configuration(
+            WgpuStorage::new(device.clone(), STAGING_USAGE, staging_properties.alignment),
+            &staging_properties,
+            MemoryConfiguration::ExclusivePages,
+            MemoryManagementOptions::new("staging"),
+        );
+        Self {
+            device,
+            queue,
+            main,
+            staging,
+            pipelines: HashMap::new(),
+        }
+    }
+
+    /// A new handle of `size` bytes in the main memory.
+    pub(crate) fn empty(&mut self, size: u64) -> Result<Handle, ClientError> {
+        let memory = self.main.reserve(size)?;
+        Ok(Handle { memory, size })
+    }
+
+    /// Where a handle's bytes are.
+    pub(crate) fn resource(&mut self, handle: &Handle) -> Result<HandleResource, ClientError> {
+        let binding = handle.binding();
+        let resource = self.main.get_resource(&binding, None, None)?;
+        Ok(HandleResource {
+            buffer: resource.buffer,
+            offset: resource.offset,
+            size: handle.size,
+            _binding: binding,
+        })
+    }
+
+    pub(crate) fn memory_report(&self) -> MemoryReport {
+        MemoryReport {
+            streams: vec![StreamMemoryReport {
+                stream: StreamId { value: 0 },
+                pools: self.main.memory_report(),
+                auxiliary: vec![AuxiliaryMemoryReport {
+                    name: "staging".to_string(),
+                    pools: self.staging.memory_report(),
+                }],
+            }],
+        }
+    }
+
+    pub(crate) fn cleanup(&mut self) {
+        // Pages dropped here may still be read by submitted work; wgpu keeps a dropped
+        // buffer alive until that work is done.
+        self.main.cleanup(Cleanup::Explicit);
+        self.staging.cleanup(Cleanup::Explicit);
+    }
+
+    /// Waits until every submitted operation is done.
+    pub(crate) fn sync(&self) -> Result<(), ClientError> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|error| ClientError::Wgpu {
+                operation: "sync".to_string(),
+                message: error.to_string(),
+            })
+    }
+}
+
+/// Turns a wgpu error caught around `operation` into a client error.
+pub(crate) fn wgpu_error(operation: impl Into<String>, error: wgpu::Error) -> ClientError {
+    ClientError::Wgpu {
+        operation: operation.into(),
+        message: error.to_string(),
+    }
+}

@@ -1,0 +1,73 @@
+//! Writes into handles: `COPY_BUFFER_ALIGNMENT` rounding without touching a neighbour's
+//! bytes, and ordering against launches.
+
+use super::{Server, wgpu_error};
+use crate::client::{ClientError, Handle};
+use crate::storage::wgpu_storage::error::capture;
+use crate::storage::wgpu_storage::limits::COPY_ALIGNMENT;
+
+impl Server {
+    /// Writes `data` at byte `offset` of `handle`.
+    ///
+    /// `queue.write_buffer` needs offsets and sizes in multiples of 4
+    /// (`wgpu::COPY_BUFFER_ALIGNMENT`). The write is widened to whole 4-byte words; bytes
+    /// of the handle that the widening covers but `data` does not are read back first and
+    /// written unchanged, and bytes past the handle's size are its own slice's padding.
+    /// Writes are staged by wgpu until the next submit, and every launch submits, so a
+    /// write, a launch reading it, and a second write keep their order.
+    pub(crate) fn write(
+        &mut self,
+        handle: &Handle,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), ClientError> {
+        let len = data.len() as u64;
+        if offset.checked_add(len).is_none_or(|end| end > handle.size) {
+            return Err(ClientError::OutOfBounds {
+                operation: "write",
+                offset,
+                len,
+                size: handle.size,
+            });
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let start = offset / COPY_ALIGNMENT * COPY_ALIGNMENT;
+        let end = (offset + len).next_multiple_of(COPY_ALIGNMENT);
+        let mut words = vec![0u8; (end - start) as usize];
+        self.keep_edges(handle, offset, len, start, end, &mut words)?;
+        words[(offset - start) as usize..(offset - start + len) as usize].copy_from_slice(data);
+        let resource = self.resource(handle)?;
+        let ((), error) = capture(&self.device, || {
+            self.queue
+                .write_buffer(&resource.buffer, resource.offset + start, &words);
+        });
+        error.map_or(Ok(()), |error| Err(wgpu_error("write", error)))
+    }
+
+    /// Fills the edge words of a widened write with the handle's current bytes where the
+    /// widening covers bytes of the handle that the write does not.
+    fn keep_edges(
+        &mut self,
+        handle: &Handle,
+        offset: u64,
+        len: u64,
+        start: u64,
+        end: u64,
+        words: &mut [u8],
+    ) -> Result<(), ClientError> {
+        if offset > start {
+            let head = self.read_range_blocking(handle, start, COPY_ALIGNMENT)?;
+            words[..head.len()].copy_from_slice(&head);
+        }
+        let tail_start = end - COPY_ALIGNMENT;
+        let tail_kept = (offset + len) % COPY_ALIGNMENT != 0 && offset + len < handle.size;
+        if tail_kept && (tail_start >= offset || offset == start) {
+            let tail = self.read_range_blocking(handle, tail_start, COPY_ALIGNMENT)?;
+            let at = (tail_start - start) as usize;
+            words[at..at + tail.len()].copy_from_slice(&tail);
+        }
+        Ok(())
+    }
+}

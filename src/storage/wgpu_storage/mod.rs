@@ -1,0 +1,154 @@
+//! [`WgpuStorage`]: one `wgpu::Buffer` per page.
+
+pub mod error;
+pub mod limits;
+
+use super::{ComputeStorage, StorageHandle, StorageId, StorageUtilization};
+use cubecl_runtime::server::IoError;
+use limits::COPY_ALIGNMENT;
+use std::collections::HashMap;
+
+/// Pages as wgpu buffers, all made with one set of usage flags.
+///
+/// - A page of `size` bytes is a buffer of `size` rounded up to
+///   `wgpu::COPY_BUFFER_ALIGNMENT` (at least 4 bytes: wgpu forbids empty bindings);
+///   [`bytes_allocated`](ComputeStorage::bytes_allocated) counts those real sizes.
+/// - A page over the device's `max_buffer_size` is `IoError::BufferTooBig` without
+///   calling wgpu; every `create_buffer` runs inside error scopes, so a driver refusal is
+///   `IoError::OutOfMemory` (or `IoError::Unknown` with wgpu's message), never an
+///   uncaptured error.
+/// - Deallocated buffers are dropped at [`flush`](ComputeStorage::flush); wgpu keeps a
+///   dropped buffer alive until the work already submitted on it is done.
+#[derive(Debug)]
+pub struct WgpuStorage {
+    device: wgpu::Device,
+    usage: wgpu::BufferUsages,
+    alignment: u64,
+    max_buffer_size: u64,
+    buffers: HashMap<StorageId, wgpu::Buffer>,
+    pending_dealloc: Vec<StorageId>,
+    allocated: u64,
+}
+
+/// The resource behind a storage handle: the page's buffer and the slice's range in it.
+#[derive(Debug, Clone)]
+pub struct WgpuResource {
+    /// The page.
+    pub buffer: wgpu::Buffer,
+    /// Byte offset of the slice in the page.
+    pub offset: u64,
+    /// Bytes of the slice (the requested size, not rounded).
+    pub size: u64,
+}
+
+impl WgpuResource {
+    /// The bytes a binding or copy of this slice covers: its size rounded up to
+    /// `wgpu::COPY_BUFFER_ALIGNMENT`, and at least 4 (wgpu rejects zero-size bindings).
+    /// The rounding stays inside the slice, whose aligned size is at least this.
+    pub fn binding_size(&self) -> u64 {
+        self.size.max(1).next_multiple_of(COPY_ALIGNMENT)
+    }
+
+    /// The slice as a `wgpu::BufferBinding`, for a bind group entry.
+    pub fn as_binding(&self) -> wgpu::BufferBinding<'_> {
+        wgpu::BufferBinding {
+            buffer: &self.buffer,
+            offset: self.offset,
+            size: wgpu::BufferSize::new(self.binding_size()),
+        }
+    }
+}
+
+impl WgpuStorage {
+    /// A storage making buffers with `usage` on `device`; `alignment` is the offset
+    /// alignment slices are placed at, in bytes.
+    pub fn new(device: wgpu::Device, usage: wgpu::BufferUsages, alignment: u64) -> Self {
+        let max_buffer_size = device.limits().max_buffer_size;
+        Self {
+            device,
+            usage,
+            alignment,
+            max_buffer_size,
+            buffers: HashMap::new(),
+            pending_dealloc: Vec::new(),
+            allocated: 0,
+        }
+    }
+
+    /// The usage flags of every page.
+    pub fn usage(&self) -> wgpu::BufferUsages {
+        self.usage
+    }
+
+    /// The device's `max_buffer_size`, in bytes.
+    pub fn max_buffer_size(&self) -> u64 {
+        self.max_buffer_size
+    }
+}
+
+impl ComputeStorage for WgpuStorage {
+    type Resource = WgpuResource;
+
+    fn alignment(&self) -> usize {
+        self.alignment as usize
+    }
+
+    fn get(&mut self, handle: &StorageHandle) -> Result<WgpuResource, IoError> {
+        let buffer =
+            self.buffers
+                .get(&handle.id)
+                .ok_or_else(|| IoError::StorageHandleNotFound {
+                    reason: "no buffer with this id".into(),
+                    backtrace: Default::default(),
+                })?;
+        Ok(WgpuResource {
+            buffer: buffer.clone(),
+            offset: handle.offset(),
+            size: handle.size(),
+        })
+    }
+
+    fn alloc(&mut self, size: u64) -> Result<StorageHandle, IoError> {
+        if size > self.max_buffer_size {
+            return Err(IoError::BufferTooBig {
+                size,
+                backtrace: Default::default(),
+            });
+        }
+        let real_size = size.max(1).next_multiple_of(COPY_ALIGNMENT);
+        let (buffer, error) = error::capture(&self.device, || {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgpu-memory page"),
+                size: real_size,
+                usage: self.usage,
+                mapped_at_creation: false,
+            })
+        });
+        if let Some(error) = error {
+            return Err(error::page_error(error, size));
+        }
+        let id = StorageId::new();
+        self.buffers.insert(id, buffer);
+        self.allocated += real_size;
+        Ok(StorageHandle::new(
+            id,
+            StorageUtilization { offset: 0, size },
+        ))
+    }
+
+    fn dealloc(&mut self, id: StorageId) {
+        self.pending_dealloc.push(id);
+    }
+
+    fn flush(&mut self) {
+        for id in self.pending_dealloc.drain(..) {
+            if let Some(buffer) = self.buffers.remove(&id) {
+                self.allocated -= buffer.size();
+            }
+        }
+    }
+
+    fn bytes_allocated(&self) -> u64 {
+        self.allocated
+    }
+}

@@ -1,0 +1,163 @@
+//! MemoryManagement on host memory: placement, reuse, accounting, lookups.
+
+use wgpu_memory::memory_management::{
+    Cleanup, MemoryConfiguration, MemoryDeviceProperties, MemoryManagement,
+    MemoryManagementOptions, MemoryPoolOptions, PoolType, ReserveError,
+};
+use wgpu_memory::storage::{BytesStorage, ComputeStorage};
+
+const ALIGN: u64 = 32;
+
+fn memory(pools: Vec<MemoryPoolOptions>) -> MemoryManagement<BytesStorage> {
+    MemoryManagement::from_configuration(
+        BytesStorage::default(),
+        &MemoryDeviceProperties::new(128 << 20, ALIGN),
+        MemoryConfiguration::default(),
+        MemoryManagementOptions::new("test").pools(pools),
+    )
+}
+
+fn sliced(page_size: u64, max_pool_size: Option<u64>) -> MemoryPoolOptions {
+    MemoryPoolOptions {
+        pool_type: PoolType::SlicedPages {
+            page_size,
+            max_slice_size: page_size,
+            max_pool_size,
+        },
+        dealloc_period: None,
+    }
+}
+
+fn exclusive(max_alloc_size: u64) -> MemoryPoolOptions {
+    MemoryPoolOptions {
+        pool_type: PoolType::ExclusivePages { max_alloc_size },
+        dealloc_period: None,
+    }
+}
+
+/// A dropped handle's slice is what the next same-size reservation gets, in a sliced
+/// page with no other room and in an exclusive pool.
+#[test]
+fn dropped_slice_is_reused_by_the_next_same_size_reservation() {
+    let mut memory = memory(vec![sliced(1024, None)]);
+    let mut handles: Vec<_> = (0..4).map(|_| memory.reserve(256).unwrap()).collect();
+    let second = memory.get_storage(&handles[1].clone().binding()).unwrap();
+    drop(handles.remove(1));
+    let again = memory.reserve(256).unwrap();
+    let storage = memory.get_storage(&again.binding()).unwrap();
+    assert_eq!((storage.id, storage.offset()), (second.id, second.offset()));
+    assert_eq!(memory.storage().allocations_made(), 1);
+
+    let mut memory = self::memory(vec![exclusive(4096)]);
+    let first = memory.reserve(4096).unwrap();
+    let first_id = memory.get_storage(&first.clone().binding()).unwrap().id;
+    drop(first);
+    let second = memory.reserve(4096).unwrap();
+    assert_eq!(memory.get_storage(&second.binding()).unwrap().id, first_id);
+    assert_eq!(memory.storage().allocations_made(), 1);
+}
+
+/// Two slices on one page: counts, in-use, padding and reserved are exact.
+#[test]
+fn usage_counts_two_slices_on_one_page() {
+    let mut memory = memory(vec![sliced(2048, None)]);
+    let _a = memory.reserve(512).unwrap();
+    let _b = memory.reserve(500).unwrap();
+    let usage = memory.memory_usage();
+    assert_eq!(usage.number_allocs, 2);
+    assert_eq!(usage.bytes_in_use, 1012);
+    assert_eq!(usage.bytes_padding, 12);
+    assert_eq!(usage.bytes_reserved, 2048);
+}
+
+/// A binding keeps its slice alive after the handle is dropped.
+#[test]
+fn a_binding_keeps_the_slice_alive() {
+    let mut memory = memory(vec![sliced(1024, None)]);
+    let handle = memory.reserve(1024).unwrap();
+    let binding = handle.clone().binding();
+    drop(handle);
+    let other = memory.reserve(1024).unwrap();
+    let (held, new) = (
+        memory.get_storage(&binding).unwrap(),
+        memory.get_storage(&other.clone().binding()).unwrap(),
+    );
+    assert_ne!(held.id, new.id);
+    assert_eq!(memory.memory_usage().number_allocs, 2);
+}
+
+/// A binding from a handle never placed, and a binding whose slot now holds another
+/// allocation, are NotFound, never another allocation's slice.
+#[test]
+fn stale_and_unplaced_bindings_are_not_found() {
+    use cubecl_runtime::memory_management::ManagedMemoryHandle;
+    use cubecl_runtime::server::IoError;
+    let mut memory = memory(vec![sliced(1024, None)]);
+    let _live = memory.reserve(64).unwrap();
+    let unplaced = ManagedMemoryHandle::new().binding();
+    assert!(matches!(
+        memory.get_storage(&unplaced),
+        Err(IoError::NotFound { .. })
+    ));
+
+    let reserved = memory.reserve(64).unwrap();
+    let assigned = ManagedMemoryHandle::new();
+    let stale = reserved.clone().binding();
+    memory.bind(reserved, assigned.clone(), 0).unwrap();
+    assert!(matches!(
+        memory.get_storage(&stale),
+        Err(IoError::NotFound { .. })
+    ));
+    assert!(memory.get_storage(&assigned.binding()).is_ok());
+}
+
+/// Explicit cleanup returns every free page and flushes the storage.
+#[test]
+fn explicit_cleanup_returns_free_pages() {
+    let mut memory = memory(vec![sliced(1024, None), exclusive(1 << 20)]);
+    let small: Vec<_> = (0..8).map(|_| memory.reserve(300).unwrap()).collect();
+    let big = memory.reserve(100_000).unwrap();
+    assert!(memory.memory_usage().bytes_reserved > 0);
+    drop(small);
+    drop(big);
+    memory.cleanup(Cleanup::Explicit);
+    assert_eq!(memory.memory_usage().bytes_reserved, 0);
+    assert_eq!(memory.storage().bytes_allocated(), 0);
+}
+
+/// Over the largest page: BufferTooBig naming both numbers.
+#[test]
+fn over_the_largest_page_is_buffer_too_big() {
+    let mut memory = memory(vec![sliced(1024, None)]);
+    match memory.reserve(2000) {
+        Err(ReserveError::BufferTooBig { requested, limit }) => {
+            assert_eq!((requested, limit), (2000, 1024));
+        }
+        other => panic!("expected BufferTooBig, got {other:?}"),
+    }
+}
+
+/// The default layout serves sizes from 0 to the largest page.
+#[test]
+fn default_layout_serves_every_size() {
+    let mut memory = MemoryManagement::from_configuration(
+        BytesStorage::default(),
+        &MemoryDeviceProperties::new(128 << 20, 256),
+        MemoryConfiguration::default(),
+        MemoryManagementOptions::new("default"),
+    );
+    let sizes = [0u64, 1, 255, 4096, 1 << 20, 9 << 20, 30 << 20, 128 << 20];
+    let handles: Vec<_> = sizes
+        .iter()
+        .map(|&size| memory.reserve(size).unwrap())
+        .collect();
+    for (handle, &size) in handles.iter().zip(&sizes) {
+        let storage = memory.get_storage(&handle.clone().binding()).unwrap();
+        assert_eq!(storage.size(), size);
+        assert_eq!(storage.offset() % 256, 0);
+    }
+    assert_eq!(
+        memory.memory_usage().bytes_in_use,
+        sizes.iter().sum::<u64>()
+    );
+}

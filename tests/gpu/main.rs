@@ -1,0 +1,9 @@
+//! Tests on the real adapter (lavapipe in CI), one module per capability.
+//!
+//! When wgpu finds no adapter the tests skip, except with `CI=true`, where they fail.
+
+mod cases;
+mod device;
+mod launch;
+mod matmul;
+mod roundtrip;

@@ -1,0 +1,113 @@
+//! create / read round trips and many live allocations.
+
+use crate::device::{pattern, shared};
+use std::collections::BTreeMap;
+
+/// C06 and C08 sizes: every length, aligned or not, comes back exactly.
+#[test]
+fn create_read_round_trips_every_size() {
+    let Some(client) = shared() else { return };
+    for (seed, size) in [0usize, 1, 3, 4, 5, 7, 33, 4097, (1 << 20) + 3]
+        .into_iter()
+        .enumerate()
+    {
+        let data = pattern(size, seed as u64);
+        let handle = client.create(&data).unwrap();
+        assert_eq!(handle.size(), size as u64);
+        let back = client.read_blocking(&handle).unwrap();
+        assert_eq!(back.len(), size, "size {size}");
+        assert_eq!(back, data, "size {size}");
+    }
+}
+
+/// An async read returns what the blocking one does.
+#[test]
+fn async_read_returns_the_bytes() {
+    let Some(client) = shared() else { return };
+    let data = pattern(1000, 99);
+    let handle = client.create(&data).unwrap();
+    assert_eq!(pollster::block_on(client.read(&handle)).unwrap(), data);
+}
+
+/// 500 live allocations of random sizes, each with its own pattern, all intact; no two
+/// live slices overlap in the same buffer.
+#[test]
+fn five_hundred_live_allocations_stay_intact_and_disjoint() {
+    let Some(client) = shared() else { return };
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let handles: Vec<_> = (0..500)
+        .map(|i| {
+            let size = (next() % 20_000) as usize;
+            let data = pattern(size, 1000 + i);
+            (client.create(&data).unwrap(), data)
+        })
+        .collect();
+    let mut by_buffer: BTreeMap<wgpu::Buffer, Vec<(u64, u64)>> = BTreeMap::new();
+    for (handle, _) in &handles {
+        let resource = client.resource(handle).unwrap();
+        by_buffer
+            .entry(resource.buffer.clone())
+            .or_default()
+            .push((resource.offset, resource.binding_size()));
+    }
+    for ranges in by_buffer.values_mut() {
+        ranges.sort();
+        for pair in ranges.windows(2) {
+            assert!(
+                pair[0].0 + pair[0].1 <= pair[1].0,
+                "overlapping slices {pair:?}"
+            );
+        }
+    }
+    for (handle, data) in &handles {
+        assert_eq!(&client.read_blocking(handle).unwrap(), data);
+    }
+}
+
+/// Writes at any offset and length change exactly those bytes (C05: the widening to
+/// 4-byte words never touches a neighbour's bytes or the handle's own other bytes).
+#[test]
+fn unaligned_writes_change_only_their_bytes() {
+    let Some(client) = shared() else { return };
+    let mut expected = pattern(37, 5);
+    let handle = client.create(&expected).unwrap();
+    let neighbour_data = vec![0xBB; 64];
+    let neighbour = client.create(&neighbour_data).unwrap();
+    for (offset, len) in [(1usize, 2usize), (3, 5), (5, 31), (36, 1), (0, 37), (2, 0)] {
+        let data = pattern(len, (offset * 100 + len) as u64);
+        client.write(&handle, offset as u64, &data).unwrap();
+        expected[offset..offset + len].copy_from_slice(&data);
+        assert_eq!(
+            client.read_blocking(&handle).unwrap(),
+            expected,
+            "write at {offset}+{len}"
+        );
+    }
+    assert_eq!(client.read_blocking(&neighbour).unwrap(), neighbour_data);
+}
+
+/// A write past the handle is refused with the numbers, not clipped.
+#[test]
+fn out_of_bounds_write_is_an_error() {
+    let Some(client) = shared() else { return };
+    let handle = client.empty(8).unwrap();
+    let error = client.write(&handle, 6, &[1, 2, 3]).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            wgpu_memory::ClientError::OutOfBounds {
+                offset: 6,
+                len: 3,
+                size: 8,
+                ..
+            }
+        ),
+        "{error}"
+    );
+}
