@@ -161,3 +161,17 @@ fn default_layout_serves_every_size() {
         sizes.iter().sum::<u64>()
     );
 }
+
+/// Display names the memory, the totals and each pool.
+#[test]
+fn display_shows_totals_and_pools() {
+    let mut memory = memory(vec![sliced(1 << 20, None)]);
+    let _handle = memory.reserve(1536).unwrap();
+    let text = memory.to_string();
+    assert!(
+        text.starts_with("test: 1.50 KiB in use (1 allocations"),
+        "{text}"
+    );
+    assert!(text.contains("pool 0: sliced (1.00 MiB pages"), "{text}");
+    assert!(text.contains("1.00 MiB reserved"), "{text}");
+}

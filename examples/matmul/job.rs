@@ -6,7 +6,7 @@ use wgpu_memory::{Client, ClientError, Handle, Kernel};
 /// The WGSL of the tiled kernel (without the size constants).
 pub const MATMUL_WGSL: &str = include_str!("../../shaders/matmul.wgsl");
 /// Rows and columns of C computed by one workgroup.
-pub const TILE: u32 = 16;
+pub const BLOCK: u32 = 64;
 /// The relative tolerance of the check: |gpu - cpu| <= RTOL * max(|cpu|, 1).
 pub const RTOL: f64 = 1e-4;
 
@@ -64,7 +64,7 @@ pub fn kernel(dims: Dims) -> Kernel {
 
 /// The workgroups that cover C.
 pub fn workgroups(dims: Dims) -> [u32; 3] {
-    [dims.n.div_ceil(TILE), dims.m.div_ceil(TILE), 1]
+    [dims.n.div_ceil(BLOCK), dims.m.div_ceil(BLOCK), 1]
 }
 
 /// Uploads A and B into the client's pools and returns (A, B, C) handles.

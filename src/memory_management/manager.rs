@@ -154,7 +154,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// - [`ReserveError::TooManyPages`], [`ReserveError::Storage`]: see the variants.
     ///
     /// # Complexity
-    /// O(1) placement ([`Tlsf`](super::placement)) plus a bounded sweep for dropped
+    /// O(1) placement (two-level segregated fit) plus a bounded sweep for dropped
     /// handles; a full sweep of the pool's slices only before the pool grows.
     pub fn reserve(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
         self.reservations += 1;

@@ -62,8 +62,11 @@ impl Server {
             words[..head.len()].copy_from_slice(&head);
         }
         let tail_start = end - COPY_ALIGNMENT;
-        let tail_kept = (offset + len) % COPY_ALIGNMENT != 0 && offset + len < handle.size;
-        if tail_kept && (tail_start >= offset || offset == start) {
+        let tail_kept =
+            !(offset + len).is_multiple_of(COPY_ALIGNMENT) && offset + len < handle.size;
+        // When head and tail are one word and the head was read, that word is complete.
+        let tail_read_already = tail_start == start && offset > start;
+        if tail_kept && !tail_read_already {
             let tail = self.read_range_blocking(handle, tail_start, COPY_ALIGNMENT)?;
             let at = (tail_start - start) as usize;
             words[at..at + tail.len()].copy_from_slice(&tail);

@@ -7,3 +7,4 @@ mod device;
 mod launch;
 mod matmul;
 mod roundtrip;
+mod storage;

@@ -1,7 +1,6 @@
 //! create / read round trips and many live allocations.
 
 use crate::device::{pattern, shared};
-use std::collections::BTreeMap;
 
 /// C06 and C08 sizes: every length, aligned or not, comes back exactly.
 #[test]
@@ -48,15 +47,19 @@ fn five_hundred_live_allocations_stay_intact_and_disjoint() {
             (client.create(&data).unwrap(), data)
         })
         .collect();
-    let mut by_buffer: BTreeMap<wgpu::Buffer, Vec<(u64, u64)>> = BTreeMap::new();
+    let mut by_buffer: Vec<(wgpu::Buffer, Vec<(u64, u64)>)> = Vec::new();
     for (handle, _) in &handles {
         let resource = client.resource(handle).unwrap();
-        by_buffer
-            .entry(resource.buffer.clone())
-            .or_default()
-            .push((resource.offset, resource.binding_size()));
+        let range = (resource.offset, resource.binding_size());
+        match by_buffer
+            .iter_mut()
+            .find(|(buffer, _)| *buffer == resource.buffer)
+        {
+            Some((_, ranges)) => ranges.push(range),
+            None => by_buffer.push((resource.buffer.clone(), vec![range])),
+        }
     }
-    for ranges in by_buffer.values_mut() {
+    for (_, ranges) in &mut by_buffer {
         ranges.sort();
         for pair in ranges.windows(2) {
             assert!(

@@ -120,7 +120,8 @@ pub struct Tlsf {
     vacant: u32,
     fl_bitmap: u64,
     sl_bitmap: [u32; FL_COUNT as usize],
-    bins: [[u32; SL_COUNT as usize]; FL_COUNT as usize],
+    // Boxed: 7.5 KiB inline would make every pool that holds an index that large.
+    bins: Box<[[u32; SL_COUNT as usize]; FL_COUNT as usize]>,
     regions: Vec<Option<RegionInfo>>,
     region_count: usize,
     free_bytes: u64,
@@ -143,7 +144,7 @@ impl Tlsf {
             vacant: NIL,
             fl_bitmap: 0,
             sl_bitmap: [0; FL_COUNT as usize],
-            bins: [[NIL; SL_COUNT as usize]; FL_COUNT as usize],
+            bins: Box::new([[NIL; SL_COUNT as usize]; FL_COUNT as usize]),
             regions: Vec::new(),
             region_count: 0,
             free_bytes: 0,
