@@ -1,6 +1,6 @@
 //! Errors a caller of the [`Client`](super::Client) matches on.
 
-use crate::memory_management::ReserveError;
+use crate::memory_management::{InstallMemoryPoolsError, PoolConfigError, ReserveError};
 use cubecl_runtime::server::IoError;
 
 /// Why a [`Client`](super::Client) operation failed.
@@ -13,6 +13,15 @@ pub enum ClientError {
         "no wgpu adapter found ({0}); on headless Linux install mesa-vulkan-drivers (lavapipe)"
     )]
     NoAdapter(String),
+    /// The `memory.pools` configuration (a `wgpu-memory.toml` file, the file named by
+    /// `WGPU_MEMORY_CONFIG`, or one given to
+    /// [`install_memory_pools`](super::Client::install_memory_pools)) is invalid; the
+    /// error names the entry and the field. Fix the config.
+    #[error(transparent)]
+    Config(#[from] PoolConfigError),
+    /// A new pool layout was not installed (live slices remain, or too many pools).
+    #[error(transparent)]
+    Install(#[from] InstallMemoryPoolsError),
     /// The adapter refused to open a device.
     #[error("the adapter refused to open a device: {0}")]
     RequestDevice(String),

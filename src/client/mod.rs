@@ -3,13 +3,18 @@
 mod error;
 mod handle;
 mod kernel;
+mod mode;
 
 pub use error::ClientError;
 pub use handle::{Handle, HandleResource};
 pub use kernel::Kernel;
+pub use mode::ModeWindow;
 
-use crate::memory_management::{MemoryConfiguration, MemoryReport};
+use crate::memory_management::{
+    MemoryConfiguration, MemoryPoolsConfig, MemoryReport, PoolLayout, load_memory_config,
+};
 use crate::server::Server;
+use crate::storage::wgpu_storage::limits::storage_memory_properties;
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -51,15 +56,21 @@ impl Client {
     /// panicking (see [`uncaptured_errors`](Self::uncaptured_errors)); every operation of
     /// the client catches its own errors in error scopes, so none should arrive there.
     pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
-        Self::with_configuration(device, queue, None, MemoryConfiguration::default())
+        Self::with_layout(
+            device,
+            queue,
+            None,
+            PoolLayout::Preset(MemoryConfiguration::default()),
+        )
     }
 
-    /// A client with a given memory configuration for the main memory.
-    pub fn with_configuration(
+    /// A client whose main memory starts with `layout` (a preset, or explicit pools as
+    /// [`MemoryPoolsConfig::resolve`] returns them); `info` describes the adapter, if known.
+    pub fn with_layout(
         device: wgpu::Device,
         queue: wgpu::Queue,
         info: Option<wgpu::AdapterInfo>,
-        config: MemoryConfiguration,
+        layout: PoolLayout,
     ) -> Self {
         let uncaptured = Arc::new(Mutex::new(Vec::new()));
         let sink = uncaptured.clone();
@@ -67,7 +78,7 @@ impl Client {
             tracing::error!(%error, "uncaptured wgpu error");
             sink.lock().push(error.to_string());
         }));
-        let server = Server::new(device.clone(), queue.clone(), config);
+        let server = Server::new(device.clone(), queue.clone(), layout);
         Self {
             shared: Arc::new(Shared {
                 device,
@@ -81,9 +92,12 @@ impl Client {
 
     /// Opens the default adapter (a discrete GPU when there is one, then any other,
     /// software adapters such as lavapipe included) with its own limits, and makes a
-    /// client over it.
+    /// client over it, laid out by the `memory.pools` config when one is found (the file
+    /// named by `WGPU_MEMORY_CONFIG`, else `wgpu-memory.toml` in the working directory),
+    /// else by the default (adaptive) layout.
     ///
     /// # Errors
+    /// [`ClientError::Config`] when the config cannot be read or is invalid;
     /// [`ClientError::NoAdapter`] when wgpu finds no adapter;
     /// [`ClientError::RequestDevice`] when the adapter refuses a device.
     pub fn open_default() -> Result<Self, ClientError> {
@@ -91,6 +105,7 @@ impl Client {
     }
 
     async fn open_default_async() -> Result<Self, ClientError> {
+        let pools = load_memory_config()?.and_then(|config| config.pools);
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
@@ -107,11 +122,15 @@ impl Client {
             })
             .await
             .map_err(|error| ClientError::RequestDevice(error.to_string()))?;
-        Ok(Self::with_configuration(
+        let layout = match pools {
+            Some(pools) => pools.resolve(&storage_memory_properties(&device.limits()))?,
+            None => PoolLayout::Preset(MemoryConfiguration::default()),
+        };
+        Ok(Self::with_layout(
             device,
             queue,
             Some(adapter.get_info()),
-            MemoryConfiguration::default(),
+            layout,
         ))
     }
 
@@ -216,6 +235,19 @@ impl Client {
     /// `"staging"`. Display it with [`MemorySummary`](crate::report::MemorySummary).
     pub fn memory_report(&self) -> MemoryReport {
         self.shared.server.lock().memory_report()
+    }
+
+    /// Installs a new pool layout in the main memory: resolves `config` against the
+    /// device's limits, gives every free page back, then swaps the pools (fresh high-water
+    /// marks). Staging memory is never affected.
+    ///
+    /// # Errors
+    /// [`ClientError::Config`] when `config` is invalid for this device;
+    /// [`ClientError::Install`] with `PoolsInUse` when live handles remain in the main
+    /// pools (the old layout stays; retry after dropping them).
+    pub fn install_memory_pools(&self, config: &MemoryPoolsConfig) -> Result<(), ClientError> {
+        let layout = config.resolve(&storage_memory_properties(&self.device().limits()))?;
+        self.shared.server.lock().install(layout)
     }
 
     /// Gives every page without a live slice back to the driver, in both memories.

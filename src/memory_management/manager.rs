@@ -3,7 +3,8 @@
 use super::MemoryDeviceProperties;
 use super::config::MemoryPoolOptions;
 use super::error::ReserveError;
-use super::layout;
+use super::install_error::InstallMemoryPoolsError;
+use super::layout::{self, MAX_POOLS, PoolSpec};
 use super::options::MemoryManagementOptions;
 use super::pool::slices::{SliceTable, not_found};
 use super::pool::whole_page::{Release, Reuse, WholePagePool};
@@ -38,7 +39,6 @@ pub struct MemoryManagement<S: ComputeStorage> {
     name: String,
     storage: S,
     properties: MemoryDeviceProperties,
-    layout: Vec<MemoryPoolOptions>,
     dynamic: Vec<DynamicPool>,
     persistent: WholePagePool,
     dedicated: WholePagePool,
@@ -62,25 +62,36 @@ impl<S: ComputeStorage> core::fmt::Debug for MemoryManagement<S> {
 impl<S: ComputeStorage> MemoryManagement<S> {
     /// A memory over `storage`, laid out by `config` for a device with `properties`
     /// (largest page and alignment, in bytes), unless `options` carries an explicit layout.
+    ///
+    /// An explicit layout of more than 254 pools cannot be addressed by a handle; it is
+    /// refused with an error log and the configuration's preset is used instead
+    /// ([`install_memory_pools`](Self::install_memory_pools) returns that error instead).
     pub fn from_configuration(
         storage: S,
         properties: &MemoryDeviceProperties,
         config: MemoryConfiguration,
         options: MemoryManagementOptions,
     ) -> Self {
-        let layout = options
-            .pools
-            .clone()
-            .unwrap_or_else(|| layout::preset(&config, properties));
+        let specs = match options.pools {
+            Some(pools) if pools.len() <= MAX_POOLS => explicit_specs(pools),
+            Some(pools) => {
+                tracing::error!(
+                    pools = pools.len(),
+                    limit = MAX_POOLS,
+                    "explicit layout refused: too many pools; using the preset"
+                );
+                layout::preset(&config, properties)
+            }
+            None => layout::preset(&config, properties),
+        };
         let alignment = properties.alignment.max(1);
         let max_page = properties.max_page_size;
         Self {
             name: options.name,
             storage,
             properties: properties.clone(),
-            dynamic: layout::instantiate(&layout, alignment),
-            warned_full: vec![false; layout.len()],
-            layout,
+            warned_full: vec![false; specs.len()],
+            dynamic: layout::instantiate(&specs, properties),
             persistent: WholePagePool::new(
                 PERSISTENT_POOL_POS,
                 MemoryPoolKind::Persistent,
@@ -103,6 +114,61 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         }
     }
 
+    /// Replaces the dynamic pools by `pools` (an explicit layout; see
+    /// [`install_configuration`](Self::install_configuration) for a preset).
+    ///
+    /// Runs an explicit cleanup first (every free page goes back to the driver). The new
+    /// pools start with fresh high-water marks. The persistent and dedicated pools are
+    /// untouched.
+    ///
+    /// # Errors
+    /// - [`InstallMemoryPoolsError::PoolsInUse`] when live slices remain in the dynamic
+    ///   pools; the old layout stays in place, untouched.
+    /// - [`InstallMemoryPoolsError::TooManyPools`] for more than 254 pools.
+    pub fn install_memory_pools(
+        &mut self,
+        pools: Vec<MemoryPoolOptions>,
+    ) -> Result<(), InstallMemoryPoolsError> {
+        if pools.len() > MAX_POOLS {
+            return Err(InstallMemoryPoolsError::TooManyPools {
+                count: pools.len(),
+                limit: MAX_POOLS,
+            });
+        }
+        self.install(explicit_specs(pools))
+    }
+
+    /// Replaces the dynamic pools by the preset layout of `config`, as
+    /// [`install_memory_pools`](Self::install_memory_pools) does.
+    ///
+    /// # Errors
+    /// [`InstallMemoryPoolsError::PoolsInUse`] when live slices remain.
+    pub fn install_configuration(
+        &mut self,
+        config: MemoryConfiguration,
+    ) -> Result<(), InstallMemoryPoolsError> {
+        let specs = layout::preset(&config, &self.properties);
+        self.install(specs)
+    }
+
+    fn install(&mut self, specs: Vec<PoolSpec>) -> Result<(), InstallMemoryPoolsError> {
+        self.cleanup(Cleanup::Explicit);
+        let usage = self
+            .dynamic
+            .iter()
+            .fold(MemoryUsage::default(), |usage, pool| {
+                usage.combine(pool.report().usage)
+            });
+        // A live zero-size slice blocks too, though it counts no bytes.
+        if usage.number_allocs > 0 {
+            let bytes_in_use = usage.bytes_in_use;
+            return Err(InstallMemoryPoolsError::PoolsInUse { bytes_in_use });
+        }
+        self.warned_full = vec![false; specs.len()];
+        self.dynamic = layout::instantiate(&specs, &self.properties);
+        Ok(())
+    }
+
     /// The name given in the options.
     pub fn name(&self) -> &str {
         &self.name
@@ -111,11 +177,6 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// The device properties the layout was derived from.
     pub fn properties(&self) -> &MemoryDeviceProperties {
         &self.properties
-    }
-
-    /// The dynamic layout in force.
-    pub fn layout(&self) -> &[MemoryPoolOptions] {
-        &self.layout
     }
 
     /// The storage the pages live in.
@@ -201,7 +262,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             if !pool.accept(size) {
                 continue;
             }
-            if let Some(handle) = pool.try_reserve(size, now) {
+            if let Some(handle) = pool.try_reserve(&mut self.storage, size, now) {
                 return Ok(handle);
             }
             let cap = pool.cap();
@@ -219,7 +280,13 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         }
         Err(spilled.unwrap_or(ReserveError::BufferTooBig {
             requested: size,
-            limit: layout::largest_accepted(&self.layout, self.properties.max_page_size),
+            limit: self
+                .dynamic
+                .iter()
+                .map(DynamicPool::max_accepted)
+                .max()
+                .unwrap_or(0)
+                .min(self.properties.max_page_size),
         }))
     }
 
@@ -404,6 +471,10 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     pub fn bytes_allocated(&self) -> u64 {
         self.storage.bytes_allocated()
     }
+}
+
+fn explicit_specs(pools: Vec<MemoryPoolOptions>) -> Vec<PoolSpec> {
+    pools.into_iter().map(PoolSpec::Options).collect()
 }
 
 fn grow_error(error: GrowError, requested: u64, pool: u8, cap: Option<u64>) -> ReserveError {

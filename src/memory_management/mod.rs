@@ -23,16 +23,25 @@ pub use cubecl_ir::MemoryDeviceProperties;
 pub use cubecl_runtime::memory_management::*;
 
 mod config;
+mod config_error;
 mod error;
+mod install_error;
 mod layout;
 mod manager;
 mod options;
 mod placement;
 mod pool;
+mod pools_config;
 mod usage;
 
 pub use config::{MemoryPoolOptions, PoolType};
+pub use config_error::PoolConfigError;
 pub use error::ReserveError;
+pub use install_error::InstallMemoryPoolsError;
 pub use manager::{Cleanup, MemoryManagement};
 pub use options::MemoryManagementOptions;
+pub use pools_config::{
+    MemoryConfig, MemoryPoolConfig, MemoryPoolsConfig, MemoryPoolsPreset, MemorySize, PoolLayout,
+    load_memory_config, load_memory_config_from, parse_memory_config,
+};
 pub use usage::format_bytes;

@@ -9,6 +9,7 @@ mod readback;
 mod transfer;
 
 use crate::client::{ClientError, Handle, HandleResource};
+use crate::memory_management::PoolLayout;
 use crate::memory_management::{
     AuxiliaryMemoryReport, Cleanup, MemoryConfiguration, MemoryManagement, MemoryManagementOptions,
     MemoryReport, StreamMemoryReport,
@@ -37,19 +38,22 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    pub(crate) fn new(
-        device: wgpu::Device,
-        queue: wgpu::Queue,
-        config: MemoryConfiguration,
-    ) -> Self {
+    pub(crate) fn new(device: wgpu::Device, queue: wgpu::Queue, layout: PoolLayout) -> Self {
         let limits = device.limits();
         let main_properties = storage_memory_properties(&limits);
         let staging_properties = staging_memory_properties(&limits);
+        let (config, options) = match layout {
+            PoolLayout::Preset(config) => (config, MemoryManagementOptions::new("main")),
+            PoolLayout::Explicit(pools) => (
+                MemoryConfiguration::default(),
+                MemoryManagementOptions::new("main").pools(pools),
+            ),
+        };
         let main = MemoryManagement::from_configuration(
             WgpuStorage::new(device.clone(), MAIN_USAGE, main_properties.alignment),
             &main_properties,
             config,
-            MemoryManagementOptions::new("main"),
+            options,
         );
         // A mapped buffer maps whole: two reads must never share one, so staging pages
         // are exclusive.
@@ -97,6 +101,15 @@ impl Server {
                 }],
             }],
         }
+    }
+
+    /// Replaces the main memory's dynamic pools (staging is never affected).
+    pub(crate) fn install(&mut self, layout: PoolLayout) -> Result<(), ClientError> {
+        match layout {
+            PoolLayout::Preset(config) => self.main.install_configuration(config)?,
+            PoolLayout::Explicit(pools) => self.main.install_memory_pools(pools)?,
+        }
+        Ok(())
     }
 
     pub(crate) fn cleanup(&mut self) {

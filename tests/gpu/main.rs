@@ -5,6 +5,7 @@
 mod cases;
 mod device;
 mod launch;
+mod layout;
 mod matmul;
 mod roundtrip;
 mod storage;

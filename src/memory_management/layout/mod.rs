@@ -2,17 +2,32 @@
 //! derived from the device's properties or given explicitly.
 
 mod exclusive_pages;
-mod sub_slices;
 
+use super::MemoryDeviceProperties;
 use super::config::{MemoryPoolOptions, PoolType};
+use super::pool::adaptive::{AdaptivePool, MIN_PAGE};
 use super::pool::sliced::SlicedPool;
 use super::pool::whole_page::{Release, Reuse, WholePagePool};
 use super::pool::{DynamicPool, align_up};
-use crate::memory_management::MemoryDeviceProperties;
 use cubecl_runtime::memory_management::{MemoryConfiguration, MemoryPoolKind};
 
 pub(crate) use exclusive_pages::exclusive_pages;
-pub(crate) use sub_slices::sub_slices;
+
+/// The largest reservation the adaptive layout's small pool takes, in bytes.
+pub(crate) const SMALL_SLICE: u64 = 64 << 10;
+
+/// The most dynamic pools a layout may have: a handle names its pool in a `u8`, and
+/// positions 254 and 255 are the dedicated and persistent pools.
+pub(crate) const MAX_POOLS: usize = 254;
+
+/// One pool of a layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PoolSpec {
+    /// A pool of a [`PoolType`].
+    Options(MemoryPoolOptions),
+    /// Pages sized after the allocations served ([`AdaptivePool`]).
+    Adaptive,
+}
 
 /// The dealloc period of a preset's exclusive pool: larger pages wait longer before they
 /// go back, since re-making them costs more (5000 reservations per GiB, rounded).
@@ -21,24 +36,56 @@ pub(crate) fn scaled_period(bytes: u64) -> u64 {
     5000 * (1.0 + gib).round() as u64
 }
 
-/// The pool list of a preset configuration.
+/// The pools of a preset configuration.
+///
+/// `Adaptive`: small reservations (up to 64 KiB) in a sliced pool of their own with
+/// 2 MiB pages; everything else in the adaptive pool.
 pub(crate) fn preset(
     config: &MemoryConfiguration,
     properties: &MemoryDeviceProperties,
-) -> Vec<MemoryPoolOptions> {
+) -> Vec<PoolSpec> {
     match config {
-        MemoryConfiguration::ExclusivePages => exclusive_pages(properties),
+        MemoryConfiguration::ExclusivePages => exclusive_pages(properties)
+            .into_iter()
+            .map(PoolSpec::Options)
+            .collect(),
         #[allow(unreachable_patterns)]
-        _ => sub_slices(properties),
+        _ => {
+            let alignment = properties.alignment.max(1);
+            let page_size = align_up(MIN_PAGE.min(properties.max_page_size), alignment);
+            vec![
+                PoolSpec::Options(MemoryPoolOptions {
+                    pool_type: PoolType::SlicedPages {
+                        page_size,
+                        max_slice_size: SMALL_SLICE.min(page_size),
+                        max_pool_size: None,
+                    },
+                    dealloc_period: None,
+                }),
+                PoolSpec::Adaptive,
+            ]
+        }
     }
 }
 
 /// Builds the pools of a layout. Positions are the list indices.
-pub(crate) fn instantiate(options: &[MemoryPoolOptions], alignment: u64) -> Vec<DynamicPool> {
-    options
+pub(crate) fn instantiate(
+    specs: &[PoolSpec],
+    properties: &MemoryDeviceProperties,
+) -> Vec<DynamicPool> {
+    let alignment = properties.alignment.max(1);
+    specs
         .iter()
+        .take(MAX_POOLS)
         .enumerate()
-        .map(|(position, option)| build_pool(position as u8, option, alignment))
+        .map(|(position, spec)| match spec {
+            PoolSpec::Options(option) => build_pool(position as u8, option, alignment),
+            PoolSpec::Adaptive => DynamicPool::Adaptive(AdaptivePool::new(
+                position as u8,
+                properties.max_page_size,
+                alignment,
+            )),
+        })
         .collect()
 }
 
@@ -62,7 +109,7 @@ fn build_pool(position: u8, option: &MemoryPoolOptions, alignment: u64) -> Dynam
             DynamicPool::WholePage(WholePagePool::new(
                 position,
                 MemoryPoolKind::Exclusive {
-                    max_alloc_size: align_up(max_alloc_size, alignment.max(1)),
+                    max_alloc_size: align_up(max_alloc_size, alignment),
                 },
                 max_alloc_size,
                 alignment,
@@ -81,16 +128,27 @@ fn build_pool(position: u8, option: &MemoryPoolOptions, alignment: u64) -> Dynam
     }
 }
 
-/// The largest reservation any pool of a layout accepts, in bytes.
-pub(crate) fn largest_accepted(options: &[MemoryPoolOptions], max_page_size: u64) -> u64 {
-    options
-        .iter()
-        .map(|option| match option.pool_type {
-            PoolType::SlicedPages { page_size, .. } => page_size,
-            PoolType::ExclusivePages { max_alloc_size } => max_alloc_size,
-            PoolType::Direct { .. } => max_page_size,
-        })
-        .max()
-        .unwrap_or(0)
-        .min(max_page_size)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default layout: a small sliced pool, then the adaptive pool.
+    #[test]
+    fn adaptive_preset_has_a_small_pool_then_the_adaptive_pool() {
+        let properties = MemoryDeviceProperties::new(128 << 20, 256);
+        let specs = preset(&MemoryConfiguration::Adaptive, &properties);
+        assert_eq!(specs.len(), 2);
+        assert!(matches!(
+            specs[0],
+            PoolSpec::Options(MemoryPoolOptions {
+                pool_type: PoolType::SlicedPages {
+                    page_size: 2097152,
+                    max_slice_size: 65536,
+                    max_pool_size: None
+                },
+                ..
+            })
+        ));
+        assert_eq!(specs[1], PoolSpec::Adaptive);
+    }
 }

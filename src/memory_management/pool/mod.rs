@@ -8,11 +8,14 @@
 //! what it holds (`try_reserve`), can it grow to serve it (`grow`), and what does it
 //! hold (`report`). The manager only routes between them.
 
+pub(crate) mod adaptive;
+pub(crate) mod pages;
 pub(crate) mod sliced;
 pub(crate) mod slices;
 pub(crate) mod whole_page;
 
 use crate::storage::ComputeStorage;
+use adaptive::AdaptivePool;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolReport};
 use cubecl_runtime::server::IoError;
 use sliced::SlicedPool;
@@ -57,6 +60,7 @@ impl PoolStats {
 pub(crate) enum DynamicPool {
     Sliced(SlicedPool),
     WholePage(WholePagePool),
+    Adaptive(AdaptivePool),
 }
 
 impl DynamicPool {
@@ -64,13 +68,29 @@ impl DynamicPool {
         match self {
             DynamicPool::Sliced(pool) => pool.accept(size),
             DynamicPool::WholePage(pool) => pool.accept(size),
+            DynamicPool::Adaptive(pool) => pool.accept(size),
         }
     }
 
-    pub(crate) fn try_reserve(&mut self, size: u64, now: u64) -> Option<ManagedMemoryHandle> {
+    /// The largest reservation the pool accepts, in bytes.
+    pub(crate) fn max_accepted(&self) -> u64 {
+        match self {
+            DynamicPool::Sliced(pool) => pool.max_accepted(),
+            DynamicPool::WholePage(pool) => pool.max_accepted(),
+            DynamicPool::Adaptive(pool) => pool.max_accepted(),
+        }
+    }
+
+    pub(crate) fn try_reserve<S: ComputeStorage>(
+        &mut self,
+        storage: &mut S,
+        size: u64,
+        now: u64,
+    ) -> Option<ManagedMemoryHandle> {
         match self {
             DynamicPool::Sliced(pool) => pool.try_reserve(size),
             DynamicPool::WholePage(pool) => pool.try_reserve(size, now),
+            DynamicPool::Adaptive(pool) => pool.try_reserve(storage, size),
         }
     }
 
@@ -83,6 +103,7 @@ impl DynamicPool {
         match self {
             DynamicPool::Sliced(pool) => pool.grow(storage, size),
             DynamicPool::WholePage(pool) => pool.grow(storage, size, now),
+            DynamicPool::Adaptive(pool) => pool.grow(storage, size),
         }
     }
 
@@ -96,6 +117,7 @@ impl DynamicPool {
         match self {
             DynamicPool::Sliced(pool) => pool.release_free_pages(storage),
             DynamicPool::WholePage(pool) => pool.release_free_pages(storage, now),
+            DynamicPool::Adaptive(pool) => pool.release_free_pages(storage),
         }
     }
 
@@ -103,6 +125,7 @@ impl DynamicPool {
         match self {
             DynamicPool::Sliced(pool) => pool.slices(),
             DynamicPool::WholePage(pool) => pool.slices(),
+            DynamicPool::Adaptive(pool) => pool.slices(),
         }
     }
 
@@ -110,6 +133,7 @@ impl DynamicPool {
         match self {
             DynamicPool::Sliced(pool) => pool.slices_mut(),
             DynamicPool::WholePage(pool) => pool.slices_mut(),
+            DynamicPool::Adaptive(pool) => pool.slices_mut(),
         }
     }
 
@@ -117,13 +141,14 @@ impl DynamicPool {
         match self {
             DynamicPool::Sliced(pool) => pool.largest_free(),
             DynamicPool::WholePage(pool) => pool.largest_free(),
+            DynamicPool::Adaptive(pool) => pool.largest_free(),
         }
     }
 
     pub(crate) fn cap(&self) -> Option<u64> {
         match self {
             DynamicPool::Sliced(pool) => pool.cap(),
-            DynamicPool::WholePage(_) => None,
+            DynamicPool::WholePage(_) | DynamicPool::Adaptive(_) => None,
         }
     }
 
@@ -131,6 +156,7 @@ impl DynamicPool {
         match self {
             DynamicPool::Sliced(pool) => pool.report(),
             DynamicPool::WholePage(pool) => pool.report(),
+            DynamicPool::Adaptive(pool) => pool.report(),
         }
     }
 }

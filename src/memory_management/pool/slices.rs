@@ -5,6 +5,7 @@
 //! slice was released, and every lookup checks the slot's identity against the binding,
 //! so a stale location answers `NotFound` instead of another allocation's bytes.
 
+use super::pages::Placement;
 use crate::memory_management::usage::SliceSums;
 use crate::storage::StorageHandle;
 use cubecl_runtime::memory_management::{
@@ -23,10 +24,12 @@ pub(crate) struct Slice {
     pub(crate) padding: u64,
     /// The stream cursor given at bind time (wgpu always binds 0).
     pub(crate) cursor: u64,
-    /// The index of the page in its pool.
+    /// The index of the page in its pool (or in its tier).
     pub(crate) page: u32,
-    /// The placement block behind the slice (sliced pools only).
+    /// The placement block behind the slice (sliced and adaptive pools).
     pub(crate) block: Option<crate::memory_management::placement::BlockId>,
+    /// The tier of an adaptive pool the page belongs to (0 elsewhere).
+    pub(crate) tier: u32,
 }
 
 /// How much of the table a sweep for dropped handles visits.
@@ -67,13 +70,25 @@ impl SliceTable {
         }
     }
 
+    /// Stores a slice placed in a sliced page (of `tier`) and returns its handle.
+    pub(crate) fn insert(&mut self, placed: Placement, tier: u32) -> ManagedMemoryHandle {
+        self.insert_slice(
+            placed.storage,
+            placed.padding,
+            placed.page,
+            Some(placed.block),
+            tier,
+        )
+    }
+
     /// Stores a new slice and returns the handle that names it.
-    pub(crate) fn insert(
+    pub(crate) fn insert_slice(
         &mut self,
         storage: StorageHandle,
         padding: u64,
         page: u32,
         block: Option<crate::memory_management::placement::BlockId>,
+        tier: u32,
     ) -> ManagedMemoryHandle {
         let handle = ManagedMemoryHandle::new();
         let index = match self.vacant.pop() {
@@ -95,6 +110,7 @@ impl SliceTable {
             cursor: 0,
             page,
             block,
+            tier,
         });
         handle
     }

@@ -37,7 +37,6 @@ pub(crate) enum Release {
 #[derive(Debug)]
 struct Page {
     storage: StorageHandle,
-    live: bool,
     freed_at: u64,
 }
 
@@ -53,6 +52,8 @@ pub(crate) struct WholePagePool {
     vacant_pages: Vec<u32>,
     /// Free pages as (bytes, index): ordered so the best fit is one range query.
     free: BTreeSet<(u64, u32)>,
+    /// Bytes of the pages in `free`.
+    free_bytes: u64,
     reserved: u64,
     page_count: u64,
     last_idle_check: u64,
@@ -78,6 +79,7 @@ impl WholePagePool {
             pages: Vec::new(),
             vacant_pages: Vec::new(),
             free: BTreeSet::new(),
+            free_bytes: 0,
             reserved: 0,
             page_count: 0,
             last_idle_check: 0,
@@ -88,6 +90,11 @@ impl WholePagePool {
 
     pub(crate) fn accept(&self, size: u64) -> bool {
         size <= self.max_alloc_size
+    }
+
+    /// The largest reservation the pool accepts, in bytes.
+    pub(crate) fn max_accepted(&self) -> u64 {
+        self.max_alloc_size
     }
 
     fn effective(&self, size: u64) -> u64 {
@@ -115,6 +122,7 @@ impl WholePagePool {
             .range((effective, 0)..=(largest, u32::MAX))
             .next()?;
         self.free.remove(&(bytes, index));
+        self.free_bytes -= bytes;
         Some(self.occupy(index, size))
     }
 
@@ -123,12 +131,11 @@ impl WholePagePool {
     fn occupy(&mut self, index: u32, size: u64) -> ManagedMemoryHandle {
         let padding = self.effective(size) - size;
         let page = self.pages[index as usize]
-            .as_mut()
+            .as_ref()
             .expect("a free-list entry names a held page");
-        page.live = true;
         let storage = StorageHandle::new(page.storage.id, StorageUtilization { offset: 0, size });
         self.stats.served(size);
-        self.slices.insert(storage, padding, index, None)
+        self.slices.insert_slice(storage, padding, index, None, 0)
     }
 
     /// Allocates a page of exactly the aligned size.
@@ -139,8 +146,21 @@ impl WholePagePool {
         now: u64,
     ) -> Result<ManagedMemoryHandle, GrowError> {
         let effective = self.effective(size);
-        if let Release::Watermark(watermark) = self.release {
-            self.release_until(storage, |reserved| reserved + effective <= watermark, now);
+        match self.release {
+            Release::Watermark(watermark) => {
+                self.release_until(storage, |pool| pool.reserved + effective <= watermark, now);
+            }
+            // Exclusive pages: free pages the request could not use are a bet on sizes
+            // coming back. Keep that bet no larger than the pages in use, so reserved
+            // stays under twice the peak in use when sizes drift (field scenario C01).
+            _ if self.reuse == Reuse::Similar => {
+                self.release_until(
+                    storage,
+                    |pool| pool.free_bytes <= pool.reserved - pool.free_bytes,
+                    now,
+                );
+            }
+            _ => {}
         }
         let page = storage.alloc(effective).map_err(GrowError::Storage)?;
         let index = match self.vacant_pages.pop() {
@@ -152,7 +172,6 @@ impl WholePagePool {
         };
         self.pages[index as usize] = Some(Page {
             storage: page,
-            live: false,
             freed_at: now,
         });
         self.reserved += effective;
@@ -164,11 +183,12 @@ impl WholePagePool {
     pub(crate) fn sweep(&mut self, sweep: Sweep, now: u64) {
         let pages = &mut self.pages;
         let free = &mut self.free;
+        let free_bytes = &mut self.free_bytes;
         self.slices.sweep(sweep, |slice: Slice| {
             if let Some(page) = pages[slice.page as usize].as_mut() {
-                page.live = false;
                 page.freed_at = now;
                 free.insert((page.storage.size(), slice.page));
+                *free_bytes += page.storage.size();
             }
         });
     }
@@ -214,21 +234,28 @@ impl WholePagePool {
         }
     }
 
+    /// Releases free pages, longest idle first, until `enough` holds.
     fn release_until<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
-        mut enough: impl FnMut(u64) -> bool,
+        enough: impl Fn(&Self) -> bool,
         now: u64,
     ) {
-        if enough(self.reserved) {
+        if enough(self) {
             return;
         }
         self.sweep(Sweep::All, now);
-        // Oldest index first, as pages were made.
-        let mut candidates: Vec<(u64, u32)> = self.free.iter().copied().collect();
-        candidates.sort_by_key(|&(_, index)| index);
-        for (bytes, index) in candidates {
-            if enough(self.reserved) {
+        let mut candidates: Vec<(u64, u64, u32)> = self
+            .free
+            .iter()
+            .filter_map(|&(bytes, index)| {
+                let page = self.pages[index as usize].as_ref()?;
+                Some((page.freed_at, bytes, index))
+            })
+            .collect();
+        candidates.sort_unstable();
+        for (_, bytes, index) in candidates {
+            if enough(self) {
                 break;
             }
             self.release_page(storage, bytes, index);
@@ -236,7 +263,9 @@ impl WholePagePool {
     }
 
     fn release_page<S: ComputeStorage>(&mut self, storage: &mut S, bytes: u64, index: u32) {
-        self.free.remove(&(bytes, index));
+        if self.free.remove(&(bytes, index)) {
+            self.free_bytes -= bytes;
+        }
         if let Some(page) = self.pages[index as usize].take() {
             storage.dealloc(page.storage.id);
             self.reserved -= bytes;

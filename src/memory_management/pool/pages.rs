@@ -1,0 +1,134 @@
+//! Pages of one size and the free space inside them.
+
+use super::align_up;
+use crate::memory_management::placement::{BlockId, Tlsf};
+use crate::storage::{ComputeStorage, StorageHandle, StorageUtilization};
+use cubecl_runtime::server::IoError;
+
+/// Most pages one set may hold: a handle's location names its page in a `u16`.
+pub(crate) const MAX_PAGES: u64 = u16::MAX as u64;
+
+/// Where a slice was placed.
+#[derive(Debug)]
+pub(crate) struct Placement {
+    pub(crate) storage: StorageHandle,
+    pub(crate) padding: u64,
+    pub(crate) page: u32,
+    pub(crate) block: BlockId,
+}
+
+/// Equal pages, their free space indexed by a [`Tlsf`] so placement and free are O(1)
+/// whatever the number of slices.
+#[derive(Debug)]
+pub(crate) struct SlicedPages {
+    page_size: u64,
+    granule: u64,
+    pages: Vec<Option<StorageHandle>>,
+    vacant: Vec<u32>,
+    count: u64,
+    peak: u64,
+    placement: Tlsf,
+}
+
+impl SlicedPages {
+    pub(crate) fn new(page_size: u64, granule: u64) -> Self {
+        Self {
+            page_size,
+            granule,
+            pages: Vec::new(),
+            vacant: Vec::new(),
+            count: 0,
+            peak: 0,
+            placement: Tlsf::new(granule),
+        }
+    }
+
+    pub(crate) fn page_size(&self) -> u64 {
+        self.page_size
+    }
+
+    /// Pages held now.
+    pub(crate) fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The most pages held at once.
+    pub(crate) fn peak(&self) -> u64 {
+        self.peak
+    }
+
+    /// The aligned bytes a reservation of `size` occupies (a zero-size one takes one
+    /// alignment unit, so it binds as a real range).
+    pub(crate) fn effective(&self, size: u64) -> u64 {
+        align_up(size.max(1), self.granule)
+    }
+
+    /// A slice of `size` bytes from the free space held, if any block fits.
+    pub(crate) fn place(&mut self, size: u64) -> Option<Placement> {
+        let effective = self.effective(size);
+        let block = self.placement.allocate(effective)?;
+        let Some(page) = self.pages[block.region as usize].as_ref() else {
+            unreachable!("the placement index only holds regions of held pages");
+        };
+        Some(Placement {
+            storage: StorageHandle::new(
+                page.id,
+                StorageUtilization {
+                    offset: block.offset,
+                    size,
+                },
+            ),
+            padding: effective - size,
+            page: block.region,
+            block: block.id,
+        })
+    }
+
+    /// Adds one empty page.
+    ///
+    /// # Errors
+    /// The storage's error when it refuses the page.
+    pub(crate) fn add_page<S: ComputeStorage>(&mut self, storage: &mut S) -> Result<(), IoError> {
+        let page = storage.alloc(self.page_size)?;
+        let index = match self.vacant.pop() {
+            Some(index) => index,
+            None => {
+                self.pages.push(None);
+                (self.pages.len() - 1) as u32
+            }
+        };
+        self.pages[index as usize] = Some(page);
+        self.count += 1;
+        self.peak = self.peak.max(self.count);
+        self.placement.add_region(index, self.page_size);
+        Ok(())
+    }
+
+    /// Returns a slice's block to the free space, merging it with free neighbours.
+    pub(crate) fn free(&mut self, block: BlockId) {
+        self.placement.free(block);
+    }
+
+    /// Gives every entirely free page back to the storage.
+    pub(crate) fn release_free_pages<S: ComputeStorage>(&mut self, storage: &mut S) {
+        for index in 0..self.pages.len() {
+            if self.pages[index].is_some() && self.placement.remove_region(index as u32) {
+                if let Some(page) = self.pages[index].take() {
+                    storage.dealloc(page.id);
+                }
+                self.vacant.push(index as u32);
+                self.count -= 1;
+            }
+        }
+    }
+
+    /// The largest free block of any page, in bytes.
+    pub(crate) fn largest_free(&self) -> u64 {
+        self.placement.largest_free()
+    }
+
+    /// Bytes of all pages held.
+    pub(crate) fn reserved(&self) -> u64 {
+        self.count * self.page_size
+    }
+}

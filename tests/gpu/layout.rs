@@ -1,0 +1,61 @@
+//! Layouts and modes through the client, on the real adapter.
+
+use crate::device::fresh;
+use wgpu_memory::ClientError;
+use wgpu_memory::memory_management::{
+    InstallMemoryPoolsError, MemoryAllocationMode, MemoryPoolKind, parse_memory_config,
+};
+
+const TWO_POOLS: &str = r#"
+[memory]
+pools = [
+    { type = "sliced", page_size = "1 MiB", max_slice_size = "64 KiB" },
+    { type = "exclusive", max_alloc_size = "64 MiB", dealloc_period = 1000 },
+]
+"#;
+
+#[test]
+fn install_memory_pools_from_toml_then_refuse_while_in_use() {
+    let Some(client) = fresh() else { return };
+    let pools = parse_memory_config(TWO_POOLS).unwrap().pools.unwrap();
+    client.install_memory_pools(&pools).unwrap();
+    let small = client.create(&[7; 1000]).unwrap();
+    let big = client.create(&vec![9; 100_000]).unwrap();
+    let report = client.memory_report();
+    let main = &report.streams[0].pools;
+    assert!(matches!(
+        main.dynamic[0].kind,
+        MemoryPoolKind::Sliced {
+            page_size: 1048576,
+            ..
+        }
+    ));
+    assert_eq!(main.dynamic[0].usage.bytes_in_use, 1000);
+    assert_eq!(main.dynamic[1].usage.bytes_in_use, 100_000);
+    assert_eq!(client.read_blocking(&small).unwrap(), vec![7; 1000]);
+
+    match client.install_memory_pools(&pools) {
+        Err(ClientError::Install(InstallMemoryPoolsError::PoolsInUse { bytes_in_use })) => {
+            assert_eq!(bytes_in_use, 101_000)
+        }
+        other => panic!("expected PoolsInUse, got {other:?}"),
+    }
+    drop((small, big));
+    client.install_memory_pools(&pools).unwrap();
+    assert!(client.uncaptured_errors().is_empty());
+}
+
+#[test]
+fn a_persistent_window_puts_weights_in_the_persistent_pool() {
+    let Some(client) = fresh() else { return };
+    let weights = client.with_mode(MemoryAllocationMode::Persistent, || {
+        client.create(&[1; 4096]).unwrap()
+    });
+    let activation = client.create(&[2; 4096]).unwrap();
+    let report = client.memory_report();
+    let main = &report.streams[0].pools;
+    assert_eq!(main.persistent.usage.bytes_in_use, 4096);
+    assert_eq!(main.usage().bytes_in_use, 8192);
+    assert_eq!(client.read_blocking(&weights).unwrap(), vec![1; 4096]);
+    drop(activation);
+}

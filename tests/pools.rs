@@ -1,0 +1,261 @@
+//! The pool family on host memory: caps and spills, installs, modes, direct and
+//! exclusive release rules, the adaptive pool.
+
+use wgpu_memory::memory_management::{
+    Cleanup, InstallMemoryPoolsError, MemoryAllocationMode, MemoryConfiguration,
+    MemoryDeviceProperties, MemoryManagement, MemoryManagementOptions, MemoryPoolKind,
+    MemoryPoolOptions, PoolType, ReserveError,
+};
+use wgpu_memory::storage::BytesStorage;
+
+const MIB: u64 = 1 << 20;
+
+fn memory(pools: Option<Vec<MemoryPoolOptions>>) -> MemoryManagement<BytesStorage> {
+    let options = MemoryManagementOptions::new("pools");
+    let options = match pools {
+        Some(pools) => options.pools(pools),
+        None => options,
+    };
+    MemoryManagement::from_configuration(
+        BytesStorage::default(),
+        &MemoryDeviceProperties::new(1 << 30, 32),
+        MemoryConfiguration::default(),
+        options,
+    )
+}
+
+fn sliced(page_size: u64, max_pool_size: Option<u64>) -> MemoryPoolOptions {
+    MemoryPoolOptions {
+        pool_type: PoolType::SlicedPages {
+            page_size,
+            max_slice_size: page_size,
+            max_pool_size,
+        },
+        dealloc_period: None,
+    }
+}
+
+#[test]
+fn a_full_capped_pool_spills_to_the_next_accepting_pool() {
+    let mut memory = memory(Some(vec![sliced(1024, Some(1024)), sliced(1024, None)]));
+    let _a = memory.reserve(1024).unwrap();
+    let _b = memory.reserve(1024).unwrap();
+    let report = memory.memory_report();
+    assert_eq!(report.dynamic[0].pages_peak, 1);
+    assert_eq!(report.dynamic[1].pages_peak, 1);
+    assert_eq!(memory.memory_usage().bytes_reserved, 2048);
+}
+
+#[test]
+fn a_capped_pool_alone_is_pool_capacity_exceeded() {
+    let mut memory = memory(Some(vec![sliced(1024, Some(2048))]));
+    let _a = memory.reserve(1024).unwrap();
+    let _b = memory.reserve(1000).unwrap();
+    match memory.reserve(1024) {
+        Err(ReserveError::PoolCapacityExceeded {
+            requested,
+            pool,
+            capacity,
+            bytes_in_use,
+        }) => assert_eq!(
+            (requested, pool, capacity, bytes_in_use),
+            (1024, 0, 2048, 2024)
+        ),
+        other => panic!("expected PoolCapacityExceeded, got {other:?}"),
+    }
+    assert_eq!(memory.memory_usage().bytes_reserved, 2048);
+    drop(_b);
+    assert!(
+        memory.reserve(1024).is_ok(),
+        "a freed slice serves under the cap"
+    );
+}
+
+#[test]
+fn install_refuses_while_slices_live_and_resets_marks_after() {
+    let mut memory = memory(Some(vec![sliced(MIB, Some(MIB))]));
+    let live = memory.reserve(MIB / 2).unwrap();
+    assert_eq!(
+        memory.install_memory_pools(vec![sliced(2 * MIB, None)]),
+        Err(InstallMemoryPoolsError::PoolsInUse {
+            bytes_in_use: MIB / 2
+        })
+    );
+    // The old layout is untouched: its cap still refuses a second page.
+    assert!(matches!(
+        memory.reserve(MIB),
+        Err(ReserveError::PoolCapacityExceeded { .. })
+    ));
+    drop(live);
+    memory
+        .install_memory_pools(vec![sliced(2 * MIB, None)])
+        .unwrap();
+    let report = memory.memory_report();
+    assert_eq!(report.dynamic.len(), 1);
+    assert_eq!(report.dynamic[0].pages_peak, 0, "fresh high-water marks");
+    assert!(memory.reserve(2 * MIB).is_ok());
+}
+
+#[test]
+fn install_refuses_too_many_pools() {
+    let mut memory = memory(None);
+    let pools = vec![sliced(1024, None); 255];
+    assert_eq!(
+        memory.install_memory_pools(pools),
+        Err(InstallMemoryPoolsError::TooManyPools {
+            count: 255,
+            limit: 254
+        })
+    );
+}
+
+#[test]
+fn persistent_windows_nest() {
+    let mut memory = memory(None);
+    memory.mode(MemoryAllocationMode::Persistent);
+    memory.mode(MemoryAllocationMode::Persistent);
+    memory.mode(MemoryAllocationMode::Auto);
+    let weights = memory.reserve(1024).unwrap();
+    let report = memory.memory_report();
+    assert_eq!(report.persistent.usage.bytes_in_use, 1024);
+    assert!(report.dynamic.iter().all(|pool| pool.pages_peak == 0));
+    memory.mode(MemoryAllocationMode::Auto);
+    let activation = memory.reserve(1024).unwrap();
+    assert_eq!(memory.memory_report().persistent.usage.number_allocs, 1);
+    assert_eq!(memory.memory_report().dynamic[0].usage.bytes_in_use, 1024);
+    drop((weights, activation));
+}
+
+#[test]
+fn persistent_slices_are_reused_by_exact_aligned_size() {
+    let mut memory = memory(None);
+    memory.mode(MemoryAllocationMode::Persistent);
+    let first = memory.reserve(1025).unwrap();
+    let id = memory.get_storage(&first.clone().binding()).unwrap().id;
+    drop(first);
+    // 1030 has the same aligned size (1056 at alignment 32): the slice is reused and
+    // reports the new request's size.
+    let second = memory.reserve(1030).unwrap();
+    let storage = memory.get_storage(&second.clone().binding()).unwrap();
+    assert_eq!((storage.id, storage.size()), (id, 1030));
+    assert_eq!(memory.memory_usage().bytes_padding, 1056 - 1030);
+    assert_eq!(memory.storage().allocations_made(), 1);
+}
+
+#[test]
+fn dedicated_allocations_go_back_once_freed() {
+    let mut memory = memory(None);
+    memory.mode(MemoryAllocationMode::Dedicated);
+    let buffer = memory.reserve(3 * MIB).unwrap();
+    memory.mode(MemoryAllocationMode::Auto);
+    assert_eq!(memory.memory_report().dedicated.pages, 1);
+    drop(buffer);
+    memory.cleanup(Cleanup::Periodic);
+    assert_eq!(memory.memory_report().dedicated.pages, 0);
+    assert_eq!(memory.memory_usage().bytes_reserved, 0);
+}
+
+#[test]
+fn direct_pool_reclaims_at_the_watermark() {
+    let direct = MemoryPoolOptions {
+        pool_type: PoolType::Direct {
+            reclaim_at: Some(7 * MIB),
+        },
+        dealloc_period: None,
+    };
+    let mut memory = memory(Some(vec![direct]));
+    let held: Vec<_> = [MIB, 2 * MIB, 3 * MIB]
+        .into_iter()
+        .map(|size| memory.reserve(size).unwrap())
+        .collect();
+    drop(held);
+    let _big = memory.reserve(4 * MIB).unwrap();
+    let report = &memory.memory_report().dynamic[0];
+    // 1 and 2 MiB went back (oldest first) until 4 MiB fit under 7 MiB; 3 MiB stays.
+    assert_eq!(report.pages, 2);
+    assert_eq!(report.usage.bytes_reserved, 7 * MIB);
+}
+
+#[test]
+fn exclusive_pages_idle_for_a_period_go_back() {
+    let exclusive = MemoryPoolOptions {
+        pool_type: PoolType::ExclusivePages {
+            max_alloc_size: 64 * MIB,
+        },
+        dealloc_period: Some(100),
+    };
+    let mut memory = memory(Some(vec![sliced(MIB, None), exclusive]));
+    drop(memory.reserve(8 * MIB).unwrap());
+    for _ in 0..99 {
+        drop(memory.reserve(1024).unwrap());
+    }
+    assert_eq!(
+        memory.memory_report().dynamic[1].pages,
+        1,
+        "not idle for a period yet"
+    );
+    for _ in 0..30 {
+        drop(memory.reserve(1024).unwrap());
+    }
+    assert_eq!(memory.memory_report().dynamic[1].pages, 0);
+}
+
+#[test]
+fn adaptive_pages_follow_the_largest_allocation_and_outdated_pages_go_back() {
+    let mut memory = memory(None);
+    // Eight 300 KiB allocations fill a page sized for eight of them (2.5 MiB).
+    let small: Vec<_> = (0..8)
+        .map(|_| memory.reserve(300 * 1024).unwrap())
+        .collect();
+    let report = memory.memory_report();
+    assert!(
+        matches!(
+            report.dynamic[1].kind,
+            MemoryPoolKind::Adaptive { page_size, outdated_pages: 0 } if page_size == 2560 * 1024
+        ),
+        "{:?}",
+        report.dynamic[1].kind
+    );
+    assert_eq!(report.dynamic[1].pages, 1);
+    // A larger allocation of the same class needs a page, and the page size it wants
+    // doubled: a tier of 8 MiB pages takes over.
+    let large = memory.reserve(1000 * 1024).unwrap();
+    let report = memory.memory_report();
+    assert!(
+        matches!(
+            report.dynamic[1].kind,
+            MemoryPoolKind::Adaptive { page_size, outdated_pages: 1 } if page_size == 8 * MIB
+        ),
+        "{:?}",
+        report.dynamic[1].kind
+    );
+    // The outdated page serves nothing new, and goes back once it empties.
+    let _again = memory.reserve(300 * 1024).unwrap();
+    assert_eq!(memory.memory_report().dynamic[1].pages, 2);
+    drop(small);
+    // Dropped handles are found by a bounded sweep per reservation: a few are enough.
+    for _ in 0..4 {
+        drop(memory.reserve(300 * 1024).unwrap());
+    }
+    let report = memory.memory_report();
+    assert!(matches!(
+        report.dynamic[1].kind,
+        MemoryPoolKind::Adaptive {
+            outdated_pages: 0,
+            ..
+        }
+    ));
+    assert_eq!(report.dynamic[1].pages, 1);
+    assert_eq!(report.dynamic[1].usage.bytes_reserved, 8 * MIB);
+    drop(large);
+}
+
+#[test]
+fn small_reservations_never_share_a_page_with_large_ones() {
+    let mut memory = memory(None);
+    let large = memory.reserve(700 * MIB).unwrap();
+    let small = memory.reserve(2 * MIB).unwrap();
+    let large_page = memory.get_storage(&large.binding()).unwrap().id;
+    let small_page = memory.get_storage(&small.binding()).unwrap().id;
+    assert_ne!(large_page, small_page);
+}
