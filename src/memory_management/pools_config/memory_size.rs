@@ -1,0 +1,246 @@
+//! `MemorySize`: byte counts written as integers or strings with binary units.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------
+// MemorySize
+// ---------------------------------------------------------------------------------------
+
+/// A size in bytes, as written in the configuration.
+///
+/// Read from a TOML integer (`>= 0`) or a string `<number>[ws]<unit>` (see
+/// [`MemorySize::parse`]); written back as a plain integer of bytes, so a value read and
+/// written again reads back the same. (A size past `i64::MAX`, which a TOML integer
+/// cannot hold, is written as a string of its bytes instead.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemorySize(pub u64);
+
+/// Multipliers of the accepted units, lower-case; all binary (1024-based).
+const UNITS: &[(&str, u64)] = &[
+    ("", 1),
+    ("b", 1),
+    ("k", 1 << 10),
+    ("kb", 1 << 10),
+    ("kib", 1 << 10),
+    ("m", 1 << 20),
+    ("mb", 1 << 20),
+    ("mib", 1 << 20),
+    ("g", 1 << 30),
+    ("gb", 1 << 30),
+    ("gib", 1 << 30),
+    ("t", 1 << 40),
+    ("tb", 1 << 40),
+    ("tib", 1 << 40),
+];
+
+impl MemorySize {
+    /// The size in bytes.
+    pub const fn bytes(self) -> u64 {
+        self.0
+    }
+
+    /// Parses a size string into bytes.
+    ///
+    /// The grammar is `<number>[whitespace]<unit>`, surrounded by optional whitespace:
+    ///
+    /// - `<number>`: decimal digits, optionally with one `.` and a fraction (`"1.5"`);
+    ///   `_` may separate digits (`"1_048_576"`). A fraction of a byte is truncated.
+    /// - `<unit>`: none or `b` (bytes), `k`/`kb`/`kib` (2^10), `m`/`mb`/`mib` (2^20),
+    ///   `g`/`gb`/`gib` (2^30), `t`/`tb`/`tib` (2^40), in any case. **All units are
+    ///   binary**: `"1 MB"` is 1 048 576 bytes.
+    ///
+    /// # Errors
+    ///
+    /// A reason, for the caller to put in [`PoolConfigError::BadSize`], when the string is
+    /// empty, negative, not a number (`"nan"`, `"abc"`), has a misplaced `_` or a second
+    /// `.`, names an unknown unit (`"5XB"`), or comes to more than `u64::MAX` bytes.
+    ///
+    /// # Panics
+    ///
+    /// Never.
+    pub fn parse(text: &str) -> Result<u64, String> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err("the size is empty".to_owned());
+        }
+        if text.starts_with('-') {
+            return Err("a size cannot be negative".to_owned());
+        }
+        let number_len = text
+            .find(|c: char| !(c.is_ascii_digit() || c == '_' || c == '.'))
+            .unwrap_or(text.len());
+        let (number, rest) = text.split_at(number_len);
+        let unit = rest.trim_start().to_ascii_lowercase();
+        if !number.bytes().any(|b| b.is_ascii_digit()) {
+            return Err(format!(
+                "{text:?} does not start with a number (expected digits, then an optional unit)"
+            ));
+        }
+        let multiplier = UNITS
+            .iter()
+            .find(|(name, _)| *name == unit)
+            .map(|&(_, multiplier)| multiplier)
+            .ok_or_else(|| {
+                format!(
+                    "unknown unit {:?} (B, K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB)",
+                    rest.trim_start()
+                )
+            })?;
+        check_underscores(number)?;
+        let digits: String = number.chars().filter(|&c| c != '_').collect();
+        let (whole, fraction) = match digits.split_once('.') {
+            Some((whole, fraction)) => (whole, fraction),
+            None => (digits.as_str(), ""),
+        };
+        if fraction.contains('.') {
+            return Err(format!("{number:?} has more than one decimal point"));
+        }
+        let too_large = || format!("{text:?} is more than {} bytes (u64::MAX)", u64::MAX);
+        let whole = if whole.is_empty() {
+            0
+        } else {
+            whole.parse::<u64>().map_err(|_| too_large())?
+        };
+        // floor(0.fraction * multiplier), exact: Horner's rule from the last digit, where
+        // each step's floor division loses nothing that a later step would need, and the
+        // running value stays below `multiplier`.
+        let mut fraction_bytes: u64 = 0;
+        for digit in fraction.bytes().rev() {
+            fraction_bytes = (u64::from(digit - b'0') * multiplier + fraction_bytes) / 10;
+        }
+        whole
+            .checked_mul(multiplier)
+            .and_then(|bytes| bytes.checked_add(fraction_bytes))
+            .ok_or_else(too_large)
+    }
+}
+
+/// Refuses a `_` that does not sit between two digits.
+pub(super) fn check_underscores(number: &str) -> Result<(), String> {
+    let bytes = number.as_bytes();
+    for (index, &byte) in bytes.iter().enumerate() {
+        if byte != b'_' {
+            continue;
+        }
+        let before = index.checked_sub(1).and_then(|i| bytes.get(i));
+        let after = bytes.get(index + 1);
+        let between_digits =
+            before.is_some_and(u8::is_ascii_digit) && after.is_some_and(u8::is_ascii_digit);
+        if !between_digits {
+            return Err(format!(
+                "{number:?} has a `_` that is not between two digits"
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl From<u64> for MemorySize {
+    fn from(bytes: u64) -> Self {
+        Self(bytes)
+    }
+}
+
+impl From<MemorySize> for u64 {
+    fn from(size: MemorySize) -> Self {
+        size.0
+    }
+}
+
+impl Serialize for MemorySize {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if i64::try_from(self.0).is_ok() {
+            serializer.serialize_u64(self.0)
+        } else {
+            // A TOML integer is an i64: larger sizes go out as a string of bytes, which
+            // `MemorySize::parse` reads back to the same value.
+            serializer.serialize_str(&self.0.to_string())
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MemorySize {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SizeVisitor;
+
+        impl Visitor<'_> for SizeVisitor {
+            type Value = MemorySize;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("a size: an integer of bytes or a string such as \"64 MiB\"")
+            }
+
+            fn visit_u64<E: de::Error>(self, bytes: u64) -> Result<MemorySize, E> {
+                Ok(MemorySize(bytes))
+            }
+
+            fn visit_i64<E: de::Error>(self, bytes: i64) -> Result<MemorySize, E> {
+                size_from_integer(None, "size", bytes).map_err(|error| E::custom(error.to_string()))
+            }
+
+            fn visit_f64<E: de::Error>(self, value: f64) -> Result<MemorySize, E> {
+                Err(E::custom(size_from_float(None, "size", value).to_string()))
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<MemorySize, E> {
+                size_from_str(None, "size", text).map_err(|error| E::custom(error.to_string()))
+            }
+        }
+
+        deserializer.deserialize_any(SizeVisitor)
+    }
+}
+
+/// A TOML integer as a size.
+pub(super) fn size_from_integer(
+    entry: Option<usize>,
+    field: &'static str,
+    bytes: i64,
+) -> Result<MemorySize, PoolConfigError> {
+    u64::try_from(bytes)
+        .map(MemorySize)
+        .map_err(|_| PoolConfigError::BadSize {
+            entry,
+            field,
+            value: bytes.to_string(),
+            reason: "a size cannot be negative".to_owned(),
+        })
+}
+
+/// A TOML float as a size: always refused, with the reason that fits it.
+pub(super) fn size_from_float(
+    entry: Option<usize>,
+    field: &'static str,
+    value: f64,
+) -> PoolConfigError {
+    let reason = if value.is_nan() {
+        "NaN is not a size"
+    } else if value.is_sign_negative() {
+        "a size cannot be negative"
+    } else {
+        "a bare number must be a whole number of bytes; write a fraction as a string with \
+         a unit, such as \"1.5 GiB\""
+    };
+    PoolConfigError::BadSize {
+        entry,
+        field,
+        value: value.to_string(),
+        reason: reason.to_owned(),
+    }
+}
+
+/// A TOML string as a size.
+pub(super) fn size_from_str(
+    entry: Option<usize>,
+    field: &'static str,
+    text: &str,
+) -> Result<MemorySize, PoolConfigError> {
+    MemorySize::parse(text)
+        .map(MemorySize)
+        .map_err(|reason| PoolConfigError::BadSize {
+            entry,
+            field,
+            value: format!("{text:?}"),
+            reason,
+        })
+}

@@ -1,0 +1,286 @@
+//! Reading a `[memory]` table into typed values, naming the entry and field of each error.
+
+use super::memory_size::{size_from_float, size_from_integer, size_from_str};
+use super::*;
+
+// ---------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------
+
+/// Reads the memory configuration from the text of a whole TOML file.
+///
+/// Only the `[memory]` table is read; other tables belong to other readers and are left
+/// alone. A file without `[memory]`, or a `[memory]` without `pools`, gives
+/// `pools: None`. Values are checked for shape only; [`MemoryPoolsConfig::resolve`] checks
+/// them against a device.
+///
+/// # Errors
+///
+/// - [`PoolConfigError::Toml`]: the text is not TOML, or a value has the wrong type.
+/// - [`PoolConfigError::UnknownField`]: a key `[memory]` or an entry does not have.
+/// - [`PoolConfigError::UnknownPreset`]: `pools` is a string that names no preset.
+/// - [`PoolConfigError::UnknownType`], [`PoolConfigError::MissingField`]: an entry's
+///   `type` is unknown or a required field is missing.
+/// - [`PoolConfigError::BadSize`]: a size that does not parse or does not fit in `u64`.
+pub fn parse_memory_config(toml_text: &str) -> Result<MemoryConfig, PoolConfigError> {
+    let file: Table = toml::from_str(toml_text).map_err(|error| PoolConfigError::Toml {
+        message: error.to_string(),
+    })?;
+    match file.get("memory") {
+        None => Ok(MemoryConfig::default()),
+        Some(Value::Table(memory)) => memory_config_from_table(memory),
+        Some(other) => Err(PoolConfigError::Toml {
+            message: format!(
+                "`memory` must be a table ([memory]), found {}",
+                other.type_str()
+            ),
+        }),
+    }
+}
+
+/// Reads the memory configuration of the process, if there is one.
+///
+/// Reads the file named by the `WGPU_MEMORY_CONFIG` environment variable when it is set,
+/// else `wgpu-memory.toml` in the current directory when that exists.
+///
+/// # Errors
+///
+/// [`PoolConfigError::Io`] when `WGPU_MEMORY_CONFIG` names a file that cannot be read
+/// (a missing file included), or `wgpu-memory.toml` exists but cannot be read; any error
+/// of [`parse_memory_config`] for the file's text. Returns `Ok(None)` when the variable is
+/// unset and the default file does not exist.
+pub fn load_memory_config() -> Result<Option<MemoryConfig>, PoolConfigError> {
+    load_from_sources(
+        std::env::var_os(CONFIG_PATH_VAR),
+        Path::new(DEFAULT_CONFIG_FILE),
+    )
+}
+
+/// Reads the memory configuration from the file at `path`.
+///
+/// # Errors
+///
+/// [`PoolConfigError::Io`] when the file cannot be read (a missing file included); any
+/// error of [`parse_memory_config`] for its text.
+pub fn load_memory_config_from(path: &Path) -> Result<MemoryConfig, PoolConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|error| io_error(path, &error))?;
+    parse_memory_config(&text)
+}
+
+/// [`load_memory_config`] with its sources passed in: the environment variable's value,
+/// and the default file, which may be absent.
+pub(super) fn load_from_sources(
+    explicit: Option<OsString>,
+    default_file: &Path,
+) -> Result<Option<MemoryConfig>, PoolConfigError> {
+    if let Some(path) = explicit {
+        return load_memory_config_from(Path::new(&path)).map(Some);
+    }
+    match std::fs::read_to_string(default_file) {
+        Ok(text) => parse_memory_config(&text).map(Some),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(io_error(default_file, &error)),
+    }
+}
+
+pub(super) fn io_error(path: &Path, error: &std::io::Error) -> PoolConfigError {
+    PoolConfigError::Io {
+        path: PathBuf::from(path),
+        message: error.to_string(),
+    }
+}
+
+/// Builds a [`MemoryConfig`] from the contents of the `[memory]` table.
+pub(super) fn memory_config_from_table(memory: &Table) -> Result<MemoryConfig, PoolConfigError> {
+    reject_unknown_keys(memory, None, MEMORY_FIELDS)?;
+    let pools = memory.get("pools").map(pools_from_value).transpose()?;
+    Ok(MemoryConfig { pools })
+}
+
+/// Builds the value of `memory.pools`.
+pub(super) fn pools_from_value(value: &Value) -> Result<MemoryPoolsConfig, PoolConfigError> {
+    match value {
+        Value::String(name) => preset_from_str(name).map(MemoryPoolsConfig::Preset),
+        Value::Array(entries) => entries
+            .iter()
+            .enumerate()
+            .map(|(entry, value)| entry_from_value(entry, value))
+            .collect::<Result<Vec<_>, _>>()
+            .map(MemoryPoolsConfig::Explicit),
+        other => Err(PoolConfigError::Toml {
+            message: format!(
+                "`memory.pools` must be a preset string (\"adaptive\" or \"exclusive-pages\") \
+                 or a list of [[memory.pools]] tables, found {}",
+                other.type_str()
+            ),
+        }),
+    }
+}
+
+pub(super) fn preset_from_str(name: &str) -> Result<MemoryPoolsPreset, PoolConfigError> {
+    match name {
+        "adaptive" => Ok(MemoryPoolsPreset::Adaptive),
+        "exclusive-pages" => Ok(MemoryPoolsPreset::ExclusivePages),
+        _ => Err(PoolConfigError::UnknownPreset {
+            found: name.to_owned(),
+        }),
+    }
+}
+
+/// Builds one entry; `entry` is its position in the list. Checks run in this order: the
+/// entry is a table, `type` is present and known, no unknown key, required fields present,
+/// then each value.
+pub(super) fn entry_from_value(
+    entry: usize,
+    value: &Value,
+) -> Result<MemoryPoolConfig, PoolConfigError> {
+    let Value::Table(table) = value else {
+        return Err(PoolConfigError::Toml {
+            message: format!(
+                "memory.pools entry {entry} must be a table with a `type` key, found {}",
+                value.type_str()
+            ),
+        });
+    };
+    let fields = Fields { entry, table };
+    let kind = match table.get("type") {
+        None => {
+            return Err(PoolConfigError::MissingField {
+                entry,
+                field: "type",
+            });
+        }
+        Some(Value::String(kind)) => kind.as_str(),
+        Some(other) => {
+            return Err(fields.wrong_type("type", "a string", other));
+        }
+    };
+    match kind {
+        "sliced" => {
+            reject_unknown_keys(table, Some(entry), SLICED_FIELDS)?;
+            Ok(MemoryPoolConfig::Sliced {
+                page_size: fields.required_size("page_size")?,
+                max_slice_size: fields.size("max_slice_size")?,
+                max_pool_size: fields.size("max_pool_size")?,
+                dealloc_period: fields.count("dealloc_period")?,
+            })
+        }
+        "exclusive" => {
+            reject_unknown_keys(table, Some(entry), EXCLUSIVE_FIELDS)?;
+            Ok(MemoryPoolConfig::Exclusive {
+                max_alloc_size: fields.required_size("max_alloc_size")?,
+                dealloc_period: fields.count("dealloc_period")?,
+            })
+        }
+        "direct" => {
+            reject_unknown_keys(table, Some(entry), DIRECT_FIELDS)?;
+            Ok(MemoryPoolConfig::Direct {
+                reclaim_at: fields.size("reclaim_at")?,
+            })
+        }
+        _ => Err(PoolConfigError::UnknownType {
+            entry,
+            found: kind.to_owned(),
+        }),
+    }
+}
+
+/// Refuses the first key (in key order) not in `allowed`.
+pub(super) fn reject_unknown_keys(
+    table: &Table,
+    entry: Option<usize>,
+    allowed: &'static [&'static str],
+) -> Result<(), PoolConfigError> {
+    match table.keys().find(|key| !allowed.contains(&key.as_str())) {
+        Some(field) => Err(PoolConfigError::UnknownField {
+            entry,
+            field: field.clone(),
+            allowed,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The fields of one entry, read with errors that name the entry.
+struct Fields<'a> {
+    entry: usize,
+    table: &'a Table,
+}
+
+impl Fields<'_> {
+    fn required_size(&self, field: &'static str) -> Result<MemorySize, PoolConfigError> {
+        self.size(field)?.ok_or(PoolConfigError::MissingField {
+            entry: self.entry,
+            field,
+        })
+    }
+
+    fn size(&self, field: &'static str) -> Result<Option<MemorySize>, PoolConfigError> {
+        let entry = Some(self.entry);
+        match self.table.get(field) {
+            None => Ok(None),
+            Some(Value::Integer(bytes)) => size_from_integer(entry, field, *bytes).map(Some),
+            Some(Value::String(text)) => size_from_str(entry, field, text).map(Some),
+            Some(Value::Float(value)) => Err(size_from_float(entry, field, *value)),
+            Some(other) => Err(self.wrong_type(
+                field,
+                "a size (an integer of bytes or a string such as \"64 MiB\")",
+                other,
+            )),
+        }
+    }
+
+    /// A count of reservations (`dealloc_period`).
+    fn count(&self, field: &'static str) -> Result<Option<u64>, PoolConfigError> {
+        const EXPECTED: &str = "a non-negative integer (a count of reservations)";
+        match self.table.get(field) {
+            None => Ok(None),
+            Some(Value::Integer(count)) => {
+                u64::try_from(*count)
+                    .map(Some)
+                    .map_err(|_| PoolConfigError::Toml {
+                        message: format!(
+                            "memory.pools entry {}: `{field}` must be {EXPECTED}, found {count}",
+                            self.entry
+                        ),
+                    })
+            }
+            Some(other) => Err(self.wrong_type(field, EXPECTED, other)),
+        }
+    }
+
+    fn wrong_type(&self, field: &str, expected: &str, found: &Value) -> PoolConfigError {
+        PoolConfigError::Toml {
+            message: format!(
+                "memory.pools entry {}: `{field}` must be {expected}, found {} {found}",
+                self.entry,
+                found.type_str()
+            ),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MemoryConfig {
+    /// Reads the contents of a `[memory]` table, with the checks of
+    /// [`parse_memory_config`].
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let table = Table::deserialize(deserializer)?;
+        memory_config_from_table(&table).map_err(de::Error::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for MemoryPoolsConfig {
+    /// Reads a value of `memory.pools`, with the checks of [`parse_memory_config`].
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        pools_from_value(&value).map_err(de::Error::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for MemoryPoolsPreset {
+    /// Reads a preset name: `"adaptive"` or `"exclusive-pages"`.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        preset_from_str(&name).map_err(de::Error::custom)
+    }
+}

@@ -1,0 +1,129 @@
+//! Unit tests of the pools config: file selection and exclusive-memory-only rules.
+
+use super::read::*;
+use super::*;
+
+fn props() -> MemoryDeviceProperties {
+    MemoryDeviceProperties::new(128 << 20, 32)
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "wgpu-memory-pools-config-{}-{name}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+// The exclusive-memory-only rules cannot be reached through `resolve` on this build
+// (the flag is a cubecl-runtime cfg), so they are pinned through the flag here.
+#[test]
+fn adaptive_preset_is_unavailable_on_exclusive_only_builds() {
+    let config = MemoryPoolsConfig::Preset(MemoryPoolsPreset::Adaptive);
+    let error = config
+        .resolve_for_build(&props(), true)
+        .expect_err("adaptive refused");
+    assert_eq!(
+        error,
+        PoolConfigError::PresetUnavailable { preset: "adaptive" }
+    );
+    assert!(error.to_string().contains("\"adaptive\""), "{error}");
+    let exclusive = MemoryPoolsConfig::Preset(MemoryPoolsPreset::ExclusivePages);
+    assert!(matches!(
+        exclusive.resolve_for_build(&props(), true),
+        Ok(PoolLayout::Preset(MemoryConfiguration::ExclusivePages))
+    ));
+}
+
+#[test]
+fn sliced_entries_are_unavailable_on_exclusive_only_builds() {
+    let config = MemoryPoolsConfig::Explicit(vec![
+        MemoryPoolConfig::Exclusive {
+            max_alloc_size: MemorySize(1024),
+            dealloc_period: None,
+        },
+        MemoryPoolConfig::Sliced {
+            page_size: MemorySize(4096),
+            max_slice_size: None,
+            max_pool_size: None,
+            dealloc_period: None,
+        },
+    ]);
+    let error = config
+        .resolve_for_build(&props(), true)
+        .expect_err("sliced refused");
+    assert_eq!(error, PoolConfigError::SlicedPoolsUnavailable { entry: 1 });
+    let message = error.to_string();
+    assert!(message.contains("entry 1"), "{message}");
+    assert!(message.contains("exclusive"), "{message}");
+}
+
+#[test]
+fn env_path_that_is_missing_is_an_io_error() {
+    let missing = scratch_dir("env-missing").join("absent.toml");
+    let error = load_from_sources(Some(missing.clone().into_os_string()), Path::new("x"))
+        .expect_err("missing file named by the variable");
+    match error {
+        PoolConfigError::Io { path, message } => {
+            assert_eq!(path, missing);
+            assert!(!message.is_empty());
+        }
+        other => panic!("expected Io, got {other:?}"),
+    }
+}
+
+#[test]
+fn absent_default_file_gives_none_and_present_one_is_read() {
+    let dir = scratch_dir("default");
+    let default_file = dir.join(DEFAULT_CONFIG_FILE);
+    let _ = std::fs::remove_file(&default_file);
+    assert_eq!(load_from_sources(None, &default_file), Ok(None));
+
+    std::fs::write(&default_file, "[memory]\npools = \"exclusive-pages\"\n")
+        .expect("write default file");
+    assert_eq!(
+        load_from_sources(None, &default_file),
+        Ok(Some(MemoryConfig {
+            pools: Some(MemoryPoolsConfig::Preset(MemoryPoolsPreset::ExclusivePages)),
+        }))
+    );
+    // The variable wins over the default file.
+    let other = dir.join("other.toml");
+    std::fs::write(&other, "[memory]\n").expect("write other file");
+    assert_eq!(
+        load_from_sources(Some(other.into_os_string()), &default_file),
+        Ok(Some(MemoryConfig { pools: None }))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn huge_sizes_round_trip_as_strings() {
+    let config = MemoryConfig {
+        pools: Some(MemoryPoolsConfig::Explicit(vec![
+            MemoryPoolConfig::Direct {
+                reclaim_at: Some(MemorySize(u64::MAX)),
+            },
+        ])),
+    };
+    let text = toml::to_string(&config).expect("serialize");
+    let back: MemoryConfig = toml::from_str(&text).expect("deserialize");
+    assert_eq!(back, config);
+}
+
+#[test]
+fn aligning_past_u64_max_is_a_bad_size() {
+    let config = MemoryPoolsConfig::Explicit(vec![MemoryPoolConfig::Exclusive {
+        max_alloc_size: MemorySize(u64::MAX),
+        dealloc_period: None,
+    }]);
+    assert!(matches!(
+        config.resolve(&props()),
+        Err(PoolConfigError::BadSize {
+            entry: Some(0),
+            field: "max_alloc_size",
+            ..
+        })
+    ));
+}
