@@ -57,9 +57,18 @@ fn a_capped_pool_alone_is_pool_capacity_exceeded() {
             pool,
             capacity,
             bytes_in_use,
+            bytes_reserved,
+            largest_free_slice,
         }) => assert_eq!(
-            (requested, pool, capacity, bytes_in_use),
-            (1024, 0, 2048, 2024)
+            (
+                requested,
+                pool,
+                capacity,
+                bytes_in_use,
+                bytes_reserved,
+                largest_free_slice
+            ),
+            (1024, 0, 2048, 2024, 2048, 0)
         ),
         other => panic!("expected PoolCapacityExceeded, got {other:?}"),
     }

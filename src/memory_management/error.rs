@@ -28,10 +28,13 @@ pub enum ReserveError {
     /// Every pool that accepts this size is capped and full. Retrying after live handles
     /// are dropped can help.
     #[error(
-        "cannot reserve {} ({requested} bytes): pool {pool} is capped at {} and holds {} in use, and no later pool accepts the size",
+        "cannot reserve {} ({requested} bytes): pool {pool} is capped at {} and no later pool accepts the size; it holds {} in use of {} reserved, largest free slice {} (fragmentation {:.1} %)",
         format_bytes(*requested),
         format_bytes(*capacity),
-        format_bytes(*bytes_in_use)
+        format_bytes(*bytes_in_use),
+        format_bytes(*bytes_reserved),
+        format_bytes(*largest_free_slice),
+        fragmentation(*bytes_reserved, *bytes_in_use, *largest_free_slice) * 100.0
     )]
     PoolCapacityExceeded {
         /// Bytes asked for.
@@ -42,15 +45,20 @@ pub enum ReserveError {
         capacity: u64,
         /// Bytes in use in that pool.
         bytes_in_use: u64,
+        /// Bytes of the pool's pages.
+        bytes_reserved: u64,
+        /// The pool's largest free slice, in bytes: the biggest reservation it could take.
+        largest_free_slice: u64,
     },
     /// The device refused a new page even after every free page was given back. Retrying
     /// after live handles are dropped can help.
     #[error(
-        "out of device memory reserving {} ({requested} bytes): {} in use, {} reserved, largest free slice {}{}; the device said: {source}",
+        "out of device memory reserving {} ({requested} bytes): {} in use, {} reserved, largest free slice {} (fragmentation {:.1} %){}; the device said: {source}",
         format_bytes(*requested),
         format_bytes(*bytes_in_use),
         format_bytes(*bytes_reserved),
         format_bytes(*largest_free_slice),
+        fragmentation(*bytes_reserved, *bytes_in_use, *largest_free_slice) * 100.0,
         cap.map(|cap| format!(", pool cap {}", format_bytes(cap))).unwrap_or_default()
     )]
     OutOfMemory {
@@ -89,6 +97,16 @@ pub enum ReserveError {
         /// The storage's error.
         source: IoError,
     },
+}
+
+/// The share of free bytes outside the largest free slice: 0 when the free space is one
+/// slice, near 1 when it is dust. `reserved - in_use` counts padding as free.
+pub fn fragmentation(bytes_reserved: u64, bytes_in_use: u64, largest_free_slice: u64) -> f64 {
+    let free = bytes_reserved.saturating_sub(bytes_in_use);
+    if free == 0 {
+        return 0.0;
+    }
+    1.0 - largest_free_slice.min(free) as f64 / free as f64
 }
 
 impl ReserveError {

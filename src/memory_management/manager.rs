@@ -253,17 +253,23 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     }
 
     /// The first accepting pool that holds room serves; otherwise the first accepting
-    /// pool grows, and a capped full pool spills to the next accepting one.
+    /// pool that can grow does (a capped full pool spills to the next accepting one).
     fn reserve_dynamic(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
         let now = self.reservations;
+        // Room already held in any accepting pool comes before a new page anywhere
+        // (upstream grew the first accepting pool while a later one had room).
+        for pool in &mut self.dynamic {
+            if pool.accept(size)
+                && let Some(handle) = pool.try_reserve(&mut self.storage, size, now)
+            {
+                return Ok(handle);
+            }
+        }
         let mut spilled = None;
         for position in 0..self.dynamic.len() {
             let pool = &mut self.dynamic[position];
             if !pool.accept(size) {
                 continue;
-            }
-            if let Some(handle) = pool.try_reserve(&mut self.storage, size, now) {
-                return Ok(handle);
             }
             let cap = pool.cap();
             match pool.grow(&mut self.storage, size, now) {
@@ -344,10 +350,8 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         let now = self.reservations;
         match cleanup {
             Cleanup::Periodic => {
-                for pool in &mut self.dynamic {
-                    pool.cleanup_periodic(&mut self.storage, now);
-                }
-                self.dedicated.cleanup_periodic(&mut self.storage, now);
+                self.cleanup_periodic();
+                self.storage.flush();
             }
             Cleanup::Explicit => {
                 for pool in &mut self.dynamic {
@@ -358,6 +362,15 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                 self.storage.flush();
             }
         }
+    }
+
+    /// Each pool's own release policy; the caller flushes the storage.
+    fn cleanup_periodic(&mut self) {
+        let now = self.reservations;
+        for pool in &mut self.dynamic {
+            pool.cleanup_periodic(&mut self.storage, now);
+        }
+        self.dedicated.cleanup_periodic(&mut self.storage, now);
     }
 
     fn table(&self, binding: &ManagedMemoryBinding) -> Result<&SliceTable, IoError> {
@@ -482,11 +495,15 @@ fn grow_error(error: GrowError, requested: u64, pool: u8, cap: Option<u64>) -> R
         GrowError::Capacity {
             capacity,
             bytes_in_use,
+            bytes_reserved,
+            largest_free_slice,
         } => ReserveError::PoolCapacityExceeded {
             requested,
             pool,
             capacity,
             bytes_in_use,
+            bytes_reserved,
+            largest_free_slice,
         },
         GrowError::TooManyPages { limit } => ReserveError::TooManyPages {
             requested,

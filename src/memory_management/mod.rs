@@ -24,6 +24,7 @@ pub use cubecl_runtime::memory_management::*;
 
 mod config;
 mod config_error;
+pub mod drop_queue;
 mod error;
 mod install_error;
 mod layout;
@@ -36,7 +37,7 @@ mod usage;
 
 pub use config::{MemoryPoolOptions, PoolType};
 pub use config_error::PoolConfigError;
-pub use error::ReserveError;
+pub use error::{ReserveError, fragmentation};
 pub use install_error::InstallMemoryPoolsError;
 pub use manager::{Cleanup, MemoryManagement};
 pub use options::MemoryManagementOptions;

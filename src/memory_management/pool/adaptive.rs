@@ -108,6 +108,9 @@ impl AdaptivePool {
         if let Some(handle) = self.place(size) {
             return Some(handle);
         }
+        // Freed slices only help a class that has pages.
+        let class = class_of(self.effective(size));
+        self.current.get(class).copied().flatten()?;
         self.sweep(storage, Sweep::All);
         self.place(size)
     }
@@ -121,8 +124,9 @@ impl AdaptivePool {
         Some(self.slices.insert(placed, tier_index as u32))
     }
 
-    /// Adds a page to the class's current tier, first replacing the tier when the
-    /// allocations outgrew its pages.
+    /// Adds a page to the class's current tier, or, when the allocations outgrew its
+    /// pages, makes a tier of the new size that takes over once its first page exists
+    /// (a refused page leaves the pool as it was).
     pub(crate) fn grow<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
@@ -130,51 +134,60 @@ impl AdaptivePool {
     ) -> Result<ManagedMemoryHandle, GrowError> {
         let effective = self.effective(size);
         let class = class_of(effective);
-        let tier_index = self.tier_for(class, effective);
-        let Some(tier) = self.tiers[tier_index].as_mut() else {
-            unreachable!("tier_for returns a live tier");
-        };
-        if tier.pages.count() >= MAX_PAGES {
-            return Err(GrowError::TooManyPages { limit: MAX_PAGES });
+        if self.current.len() <= class {
+            self.current.resize(class + 1, None);
         }
-        tier.pages.add_page(storage).map_err(GrowError::Storage)?;
+        match self.current_if_fitting(class, effective) {
+            Some(index) => {
+                let Some(tier) = self.tiers[index].as_mut() else {
+                    unreachable!("a current tier is live");
+                };
+                if tier.pages.count() >= MAX_PAGES {
+                    return Err(GrowError::TooManyPages { limit: MAX_PAGES });
+                }
+                tier.pages.add_page(storage).map_err(GrowError::Storage)?;
+                tier.sized_after = tier.sized_after.max(effective);
+            }
+            None => {
+                let sized_after = self.current[class]
+                    .and_then(|index| self.tiers[index].as_ref())
+                    .map_or(effective, |tier| tier.sized_after.max(effective));
+                let mut pages = SlicedPages::new(self.page_size_for(sized_after), self.granule);
+                pages.add_page(storage).map_err(GrowError::Storage)?;
+                self.take_over(
+                    class,
+                    Tier {
+                        pages,
+                        class,
+                        outdated: false,
+                        sized_after,
+                    },
+                );
+            }
+        }
         self.pages_peak = self.pages_peak.max(self.page_count());
         self.place(size)
             .ok_or(GrowError::TooManyPages { limit: MAX_PAGES })
     }
 
-    /// The class's current tier, replaced by a larger one when `effective` outgrew it.
-    fn tier_for(&mut self, class: usize, effective: u64) -> usize {
-        if self.current.len() <= class {
-            self.current.resize(class + 1, None);
-        }
-        let current = self.current[class].and_then(|index| {
-            let tier = self.tiers[index].as_ref()?;
-            let largest = tier.sized_after.max(effective);
-            let fits = effective <= tier.pages.page_size();
-            let doubled = self.page_size_for(largest) >= 2 * tier.pages.page_size();
-            (fits && !doubled).then_some(index)
-        });
-        if let Some(index) = current {
-            if let Some(tier) = self.tiers[index].as_mut() {
-                tier.sized_after = tier.sized_after.max(effective);
-            }
-            return index;
-        }
+    /// The class's current tier, unless `effective` outgrew its pages (it does not fit
+    /// one, or the page size it wants is at least double).
+    fn current_if_fitting(&self, class: usize, effective: u64) -> Option<usize> {
+        let index = self.current[class]?;
+        let tier = self.tiers[index].as_ref()?;
+        let largest = tier.sized_after.max(effective);
+        let fits = effective <= tier.pages.page_size();
+        let doubled = self.page_size_for(largest) >= 2 * tier.pages.page_size();
+        (fits && !doubled).then_some(index)
+    }
+
+    /// Makes `tier` the class's current one; the previous one becomes outdated.
+    fn take_over(&mut self, class: usize, tier: Tier) {
         if let Some(old) = self.current[class]
             && let Some(tier) = self.tiers[old].as_mut()
         {
             tier.outdated = true;
         }
-        let sized_after = self.current[class]
-            .and_then(|index| self.tiers[index].as_ref())
-            .map_or(effective, |tier| tier.sized_after.max(effective));
-        let tier = Tier {
-            pages: SlicedPages::new(self.page_size_for(sized_after), self.granule),
-            class,
-            outdated: false,
-            sized_after,
-        };
         let index = match self.tiers.iter().position(Option::is_none) {
             Some(index) => {
                 self.tiers[index] = Some(tier);
@@ -186,7 +199,6 @@ impl AdaptivePool {
             }
         };
         self.current[class] = Some(index);
-        index
     }
 
     /// Frees the slices of dropped handles; outdated tiers give back pages as they empty.

@@ -32,7 +32,12 @@ pub(crate) fn align_up(value: u64, granule: u64) -> u64 {
 #[derive(Debug)]
 pub(crate) enum GrowError {
     /// The pool is capped and holds every page its cap allows.
-    Capacity { capacity: u64, bytes_in_use: u64 },
+    Capacity {
+        capacity: u64,
+        bytes_in_use: u64,
+        bytes_reserved: u64,
+        largest_free_slice: u64,
+    },
     /// The pool holds as many pages as a handle's location can name.
     TooManyPages { limit: u64 },
     /// The storage refused the page.

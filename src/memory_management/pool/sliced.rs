@@ -91,6 +91,8 @@ impl SlicedPool {
             return Err(GrowError::Capacity {
                 capacity: max_pages * self.pages.page_size(),
                 bytes_in_use: self.slices.sums().in_use,
+                bytes_reserved: self.pages.reserved(),
+                largest_free_slice: self.pages.largest_free(),
             });
         }
         if count >= MAX_PAGES {
