@@ -849,8 +849,11 @@ fn main() {
     }
     let prepared = PREPARED.get_or_init(|| Prepared { traces, accounting });
 
-    benches();
-    Criterion::default().configure_from_args().final_summary();
+    // BENCH_ACCOUNTING_ONLY=1: the memory figures alone, without the timed runs.
+    if !std::env::var("BENCH_ACCOUNTING_ONLY").is_ok_and(|v| v == "1") {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
+    }
 
     print_report(prepared, test_mode);
 

@@ -5,7 +5,7 @@ mod exclusive_pages;
 
 use super::MemoryDeviceProperties;
 use super::config::{MemoryPoolOptions, PoolType};
-use super::pool::adaptive::{AdaptivePool, MIN_PAGE};
+use super::pool::adaptive::AdaptivePool;
 use super::pool::sliced::SlicedPool;
 use super::pool::whole_page::{Release, Reuse, WholePagePool};
 use super::pool::{DynamicPool, align_up};
@@ -15,6 +15,8 @@ pub(crate) use exclusive_pages::exclusive_pages;
 
 /// The largest reservation the adaptive layout's small pool takes, in bytes.
 pub(crate) const SMALL_SLICE: u64 = 64 << 10;
+/// The page size of the adaptive layout's small pool, in bytes.
+pub(crate) const SMALL_PAGE: u64 = 2 << 20;
 
 /// The most dynamic pools a layout may have: a handle names its pool in a `u8`, and
 /// positions 254 and 255 are the dedicated and persistent pools.
@@ -52,7 +54,7 @@ pub(crate) fn preset(
         #[allow(unreachable_patterns)]
         _ => {
             let alignment = properties.alignment.max(1);
-            let page_size = align_up(MIN_PAGE.min(properties.max_page_size), alignment);
+            let page_size = align_up(SMALL_PAGE.min(properties.max_page_size), alignment);
             vec![
                 PoolSpec::Options(MemoryPoolOptions {
                     pool_type: PoolType::SlicedPages {

@@ -1,19 +1,27 @@
 //! The adaptive pool: pages sized after the allocations they serve.
 //!
-//! Reservations are split by size class (powers of four of their aligned size), so a
-//! small allocation never pins a page made for a large one (field scenario C17). Each
-//! class has a *current* tier: pages of one size, chosen from the largest allocation the
-//! class has served:
+//! Reservations fall in two *bands*: *huge* ones (over a sixteenth of the largest page)
+//! and the rest, so a small allocation never pins a page made for a huge one (field
+//! scenario C17), while every other size shares pages and packs with its neighbours.
+//! Each band has a *current* tier: pages of one size, chosen from what the band served:
 //!
-//! - eight of it per page while that stays under a quarter of the largest page, so a
-//!   page holds several allocations and placement has room to pack them;
-//! - otherwise one per page, so a big allocation reserves about its own size (rounded
-//!   up to a MiB).
+//! - shared band: about a sixteenth of the band's peak live bytes, so its working set
+//!   spans several pages and the last page's slack stays small against it; at least the
+//!   largest allocation served (it must fit), at most four of it, at least 2 MiB;
+//! - huge band: one allocation per page, rounded up to a MiB, so a huge allocation
+//!   reserves about its own size.
 //!
-//! Shared page sizes are rounded up to a coarse ladder (eight steps per power of two, at
-//! least [`MIN_PAGE`]). When a class's allocations outgrow its pages (a request does not fit a
-//! page, or the wanted page size doubled), a tier of the new size takes over; the old one
-//! becomes *outdated*: it serves nothing new and gives each page back as it empties.
+//! Shared page sizes are rounded up to a coarse ladder (sixteen steps per power of two,
+//! at least [`MIN_PAGE`]). Lifecycle of a tier:
+//!
+//! 1. It is made, with its first page, when a band's request does not fit its current
+//!    pages or the page size the band wants doubled; it then takes over the band.
+//! 2. The tier it replaced becomes *outdated*: it serves nothing new and gives each page
+//!    back as the page empties.
+//! 3. Whenever the pool must add a page, it first gives back every page of any tier
+//!    that holds no live slice: free pages are a bet that their sizes come back, and a
+//!    pool that is growing has lost that bet. A repeating workload adds no page in its
+//!    steady state, so it loses nothing to this.
 
 use super::pages::{MAX_PAGES, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
@@ -21,42 +29,57 @@ use super::{GrowError, PoolStats, align_up};
 use crate::storage::ComputeStorage;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
 
-/// The smallest page an adaptive tier makes, in bytes.
+/// The smallest page a shared tier makes, in bytes.
 pub(crate) const MIN_PAGE: u64 = 2 << 20;
-/// Allocations per page while pages stay small.
-const PER_PAGE: u64 = 8;
+/// The most allocations of the band's largest size a shared page is sized for.
+const MAX_PER_PAGE: u64 = 4;
+/// A page aims at this fraction (1 / n) of the band's peak live bytes. Chosen on the
+/// allocator bench's traces (benches/README.md): 4 and 8 lose on drifting sizes and
+/// random sizes, 16 keeps page slack small against the working set.
+const PAGES_PER_WORKING_SET: u64 = 16;
 
 #[derive(Debug)]
 struct Tier {
     pages: SlicedPages,
-    class: usize,
+    band: usize,
     outdated: bool,
-    /// The largest allocation the tier was sized after, in bytes.
-    sized_after: u64,
 }
 
-/// Pages sized after the largest allocation served, per size class.
+/// What one band has served.
+#[derive(Debug, Default, Clone, Copy)]
+struct Band {
+    current: Option<usize>,
+    largest: u64,
+    live: u64,
+    peak_live: u64,
+}
+
+/// Pages sized after the allocations served, per band of sizes.
 #[derive(Debug)]
 pub(crate) struct AdaptivePool {
     max_page_size: u64,
     granule: u64,
     /// Tiers by index (a slice records its tier); `None` once a tier is gone.
     tiers: Vec<Option<Tier>>,
-    /// The current tier of each size class.
-    current: Vec<Option<usize>>,
+    bands: Vec<Band>,
     slices: SliceTable,
     stats: PoolStats,
     pages_peak: u64,
 }
 
-/// The size class of an aligned size: floor(log4(size)).
-fn class_of(size: u64) -> usize {
-    ((63 - size.max(1).leading_zeros()) / 2) as usize
+/// The shared band and the huge band.
+const SHARED: usize = 0;
+const HUGE: usize = 1;
+
+/// Whether an allocation of `effective` bytes leaves a page of `page_size` bytes poorly
+/// used: only one fits, and it leaves over a quarter of the page empty.
+fn poor_fit(effective: u64, page_size: u64) -> bool {
+    effective * 2 > page_size && (page_size - effective.min(page_size)) * 4 > page_size
 }
 
-/// `bytes` rounded up to the ladder of page sizes: eight steps per power of two.
+/// `bytes` rounded up to the ladder of page sizes: sixteen steps per power of two.
 fn ladder_up(bytes: u64) -> u64 {
-    let step = (bytes.next_power_of_two() / 16).max(1);
+    let step = (bytes.next_power_of_two() / 32).max(1);
     bytes.div_ceil(step) * step
 }
 
@@ -66,7 +89,7 @@ impl AdaptivePool {
             max_page_size,
             granule: alignment.max(1),
             tiers: Vec::new(),
-            current: Vec::new(),
+            bands: Vec::new(),
             slices: SliceTable::new(pool),
             stats: PoolStats::default(),
             pages_peak: 0,
@@ -82,14 +105,23 @@ impl AdaptivePool {
         self.max_page_size
     }
 
-    /// The page size wanted for allocations up to `largest` bytes.
-    fn page_size_for(&self, largest: u64) -> u64 {
-        let shared = ladder_up(largest.saturating_mul(PER_PAGE)).max(MIN_PAGE);
-        let page = if shared <= self.max_page_size / 4 {
-            shared
+    /// The band of an aligned size: huge above a sixteenth of the largest page.
+    fn band_of(&self, effective: u64) -> usize {
+        if effective > self.max_page_size / 16 {
+            HUGE
         } else {
-            // One allocation per page: about its own size (to the MiB).
+            SHARED
+        }
+    }
+
+    /// The page size a band wants, given its largest allocation and peak live bytes.
+    fn page_size_for(&self, band: usize, largest: u64, peak_live: u64) -> u64 {
+        let page = if band == HUGE {
+            // One per page: about its own size.
             align_up(largest, 1 << 20)
+        } else {
+            let target = (peak_live / PAGES_PER_WORKING_SET).clamp(largest, largest * MAX_PER_PAGE);
+            ladder_up(target).max(MIN_PAGE)
         };
         align_up(page, self.granule).min(self.max_page_size / self.granule * self.granule)
     }
@@ -98,7 +130,14 @@ impl AdaptivePool {
         align_up(size.max(1), self.granule)
     }
 
-    /// A slice from the current tier of the size's class, if it has room.
+    fn band_mut(&mut self, band: usize) -> &mut Band {
+        if self.bands.len() <= band {
+            self.bands.resize(band + 1, Band::default());
+        }
+        &mut self.bands[band]
+    }
+
+    /// A slice from the current tier of the size's band, if it has room.
     pub(crate) fn try_reserve<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
@@ -108,36 +147,56 @@ impl AdaptivePool {
         if let Some(handle) = self.place(size) {
             return Some(handle);
         }
-        // Freed slices only help a class that has pages.
-        let class = class_of(self.effective(size));
-        self.current.get(class).copied().flatten()?;
+        // Freed slices only help a band that has pages.
+        let band = self.band_of(self.effective(size));
+        self.bands.get(band)?.current?;
         self.sweep(storage, Sweep::All);
         self.place(size)
     }
 
+    /// The page size the band wants if it also serves `effective` bytes.
+    fn wanted(&self, band: usize, effective: u64) -> u64 {
+        let stats = self.bands.get(band).copied().unwrap_or_default();
+        let largest = stats.largest.max(effective);
+        let peak_live = stats.peak_live.max(stats.live + effective);
+        self.page_size_for(band, largest, peak_live)
+    }
+
     fn place(&mut self, size: u64) -> Option<ManagedMemoryHandle> {
-        let class = class_of(self.effective(size));
-        let tier_index = (*self.current.get(class)?)?;
+        let effective = self.effective(size);
+        let band = self.band_of(effective);
+        let tier_index = self.bands.get(band)?.current?;
+        let page_size = self.tiers[tier_index].as_ref()?.pages.page_size();
+        if poor_fit(effective, page_size) && self.wanted(band, effective) != page_size {
+            // Leave it to `grow`, which makes pages of the size the band wants.
+            return None;
+        }
         let tier = self.tiers[tier_index].as_mut()?;
         let placed = tier.pages.place(size)?;
         self.stats.served(size);
+        let band = self.band_mut(band);
+        band.largest = band.largest.max(effective);
+        band.live += effective;
+        band.peak_live = band.peak_live.max(band.live);
         Some(self.slices.insert(placed, tier_index as u32))
     }
 
-    /// Adds a page to the class's current tier, or, when the allocations outgrew its
-    /// pages, makes a tier of the new size that takes over once its first page exists
-    /// (a refused page leaves the pool as it was).
+    /// Adds a page to the band's current tier, or makes a tier of a new page size that
+    /// takes over once its first page exists (a refused page leaves the pool as it was).
     pub(crate) fn grow<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
         size: u64,
     ) -> Result<ManagedMemoryHandle, GrowError> {
         let effective = self.effective(size);
-        let class = class_of(effective);
-        if self.current.len() <= class {
-            self.current.resize(class + 1, None);
-        }
-        match self.current_if_fitting(class, effective) {
+        let band = self.band_of(effective);
+        self.sweep(storage, Sweep::All);
+        self.release_empty_pages(storage);
+        // Give the released pages back before the new one is made, so the device never
+        // holds both.
+        storage.flush();
+        let wanted = self.wanted(band, effective);
+        match self.current_if_fitting(band, effective, wanted) {
             Some(index) => {
                 let Some(tier) = self.tiers[index].as_mut() else {
                     unreachable!("a current tier is live");
@@ -146,21 +205,16 @@ impl AdaptivePool {
                     return Err(GrowError::TooManyPages { limit: MAX_PAGES });
                 }
                 tier.pages.add_page(storage).map_err(GrowError::Storage)?;
-                tier.sized_after = tier.sized_after.max(effective);
             }
             None => {
-                let sized_after = self.current[class]
-                    .and_then(|index| self.tiers[index].as_ref())
-                    .map_or(effective, |tier| tier.sized_after.max(effective));
-                let mut pages = SlicedPages::new(self.page_size_for(sized_after), self.granule);
+                let mut pages = SlicedPages::new(wanted, self.granule);
                 pages.add_page(storage).map_err(GrowError::Storage)?;
                 self.take_over(
-                    class,
+                    band,
                     Tier {
                         pages,
-                        class,
+                        band,
                         outdated: false,
-                        sized_after,
                     },
                 );
             }
@@ -170,20 +224,24 @@ impl AdaptivePool {
             .ok_or(GrowError::TooManyPages { limit: MAX_PAGES })
     }
 
-    /// The class's current tier, unless `effective` outgrew its pages (it does not fit
-    /// one, or the page size it wants is at least double).
-    fn current_if_fitting(&self, class: usize, effective: u64) -> Option<usize> {
-        let index = self.current[class]?;
-        let tier = self.tiers[index].as_ref()?;
-        let largest = tier.sized_after.max(effective);
-        let fits = effective <= tier.pages.page_size();
-        let doubled = self.page_size_for(largest) >= 2 * tier.pages.page_size();
-        (fits && !doubled).then_some(index)
+    /// The band's current tier, unless `effective` outgrew its pages: it does not fit
+    /// one, fits one poorly (see [`poor_fit`]), or the band now wants pages at least twice
+    /// as large. A tier that holds no page is replaced by any other wanted size (that
+    /// costs nothing).
+    fn current_if_fitting(&self, band: usize, effective: u64, wanted: u64) -> Option<usize> {
+        let index = self.bands.get(band)?.current?;
+        let pages = &self.tiers[index].as_ref()?.pages;
+        let page_size = pages.page_size();
+        let other_size = wanted != page_size;
+        let outgrown = effective > page_size
+            || wanted >= 2 * page_size
+            || (other_size && (pages.count() == 0 || poor_fit(effective, page_size)));
+        (!outgrown).then_some(index)
     }
 
-    /// Makes `tier` the class's current one; the previous one becomes outdated.
-    fn take_over(&mut self, class: usize, tier: Tier) {
-        if let Some(old) = self.current[class]
+    /// Makes `tier` the band's current one; the previous one becomes outdated.
+    fn take_over(&mut self, band: usize, tier: Tier) {
+        if let Some(old) = self.band_mut(band).current
             && let Some(tier) = self.tiers[old].as_mut()
         {
             tier.outdated = true;
@@ -198,46 +256,46 @@ impl AdaptivePool {
                 self.tiers.len() - 1
             }
         };
-        self.current[class] = Some(index);
+        self.band_mut(band).current = Some(index);
     }
 
     /// Frees the slices of dropped handles; outdated tiers give back pages as they empty.
     pub(crate) fn sweep<S: ComputeStorage>(&mut self, storage: &mut S, sweep: Sweep) {
-        let tiers = &mut self.tiers;
+        let (tiers, bands) = (&mut self.tiers, &mut self.bands);
         let mut emptied_outdated = false;
         self.slices.sweep(sweep, |slice: Slice| {
             if let (Some(tier), Some(block)) = (tiers[slice.tier as usize].as_mut(), slice.block) {
                 tier.pages.free(block);
+                bands[tier.band].live -= slice.storage.size() + slice.padding;
                 emptied_outdated |= tier.outdated;
             }
         });
         if emptied_outdated {
-            self.release_outdated(storage);
+            self.release_where(storage, |tier| tier.outdated);
         }
     }
 
-    fn release_outdated<S: ComputeStorage>(&mut self, storage: &mut S) {
+    /// Gives back the entirely free pages of the tiers `which` selects; outdated tiers
+    /// left without pages are dropped.
+    fn release_where<S: ComputeStorage>(&mut self, storage: &mut S, which: impl Fn(&Tier) -> bool) {
         for slot in &mut self.tiers {
-            if let Some(tier) = slot.as_mut().filter(|tier| tier.outdated) {
-                tier.pages.release_free_pages(storage);
-                if tier.pages.count() == 0 {
-                    *slot = None;
-                }
-            }
-        }
-    }
-
-    /// Gives every entirely free page back; tiers left without pages are dropped.
-    pub(crate) fn release_free_pages<S: ComputeStorage>(&mut self, storage: &mut S) {
-        self.sweep(storage, Sweep::All);
-        for slot in &mut self.tiers {
-            if let Some(tier) = slot.as_mut() {
+            if let Some(tier) = slot.as_mut().filter(|tier| which(tier)) {
                 tier.pages.release_free_pages(storage);
                 if tier.outdated && tier.pages.count() == 0 {
                     *slot = None;
                 }
             }
         }
+    }
+
+    fn release_empty_pages<S: ComputeStorage>(&mut self, storage: &mut S) {
+        self.release_where(storage, |_| true);
+    }
+
+    /// Gives every entirely free page back; outdated tiers left without pages are dropped.
+    pub(crate) fn release_free_pages<S: ComputeStorage>(&mut self, storage: &mut S) {
+        self.sweep(storage, Sweep::All);
+        self.release_empty_pages(storage);
     }
 
     fn page_count(&self) -> u64 {
@@ -277,7 +335,7 @@ impl AdaptivePool {
             .sum();
         let page_size = live
             .filter(|tier| !tier.outdated)
-            .max_by_key(|tier| tier.class)
+            .max_by_key(|tier| tier.band)
             .map_or(0, |tier| tier.pages.page_size());
         MemoryPoolReport {
             kind: MemoryPoolKind::Adaptive {
@@ -297,25 +355,27 @@ impl AdaptivePool {
 mod tests {
     use super::*;
 
-    /// Classes are powers of four: 1..3 -> 0, 4..15 -> 1, 1 MiB -> 10.
+    /// Huge means over a sixteenth of the largest page.
     #[test]
-    fn size_classes_are_powers_of_four() {
-        assert_eq!(class_of(1), 0);
-        assert_eq!(class_of(3), 0);
-        assert_eq!(class_of(4), 1);
-        assert_eq!(class_of(15), 1);
-        assert_eq!(class_of(16), 2);
-        assert_eq!(class_of(1 << 20), 10);
+    fn huge_is_over_a_sixteenth_of_the_largest_page() {
+        let pool = AdaptivePool::new(0, 1 << 30, 256);
+        assert_eq!(pool.band_of(1), SHARED);
+        assert_eq!(pool.band_of(64 << 20), SHARED);
+        assert_eq!(pool.band_of((64 << 20) + 256), HUGE);
     }
 
-    /// Pages: eight allocations each while small, one each when large.
+    /// Pages: a sixteenth of the working set, between one and four of the largest, at
+    /// least 2 MiB; one per page when huge.
     #[test]
-    fn page_sizes_follow_the_largest_allocation() {
+    fn page_sizes_follow_the_band() {
         let pool = AdaptivePool::new(0, 1 << 30, 256);
-        assert_eq!(pool.page_size_for(1000), MIN_PAGE);
-        assert_eq!(pool.page_size_for(1 << 20), 8 << 20);
-        assert_eq!(pool.page_size_for(800 << 20), 800 << 20);
+        assert_eq!(pool.page_size_for(SHARED, 1000, 1000), MIN_PAGE);
+        assert_eq!(pool.page_size_for(SHARED, 1 << 20, 20 << 20), MIN_PAGE);
+        assert_eq!(pool.page_size_for(SHARED, 4 << 20, 160 << 20), 10 << 20);
+        assert_eq!(pool.page_size_for(SHARED, 4 << 20, 400 << 20), 16 << 20);
+        assert_eq!(pool.page_size_for(SHARED, 15 << 20, 15 << 20), 15 << 20);
+        assert_eq!(pool.page_size_for(HUGE, 800 << 20, 800 << 20), 800 << 20);
         assert_eq!(ladder_up(1000), 1024);
-        assert_eq!(ladder_up(17 << 20), 18 << 20);
+        assert_eq!(ladder_up(17 << 20), 17 << 20);
     }
 }

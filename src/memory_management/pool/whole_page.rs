@@ -162,6 +162,8 @@ impl WholePagePool {
             }
             _ => {}
         }
+        // Released pages leave the device before the new one is made.
+        storage.flush();
         let page = storage.alloc(effective).map_err(GrowError::Storage)?;
         let index = match self.vacant_pages.pop() {
             Some(index) => index,
