@@ -213,7 +213,9 @@ fn exclusive_pages_idle_for_a_period_go_back() {
 fn adaptive_pages_follow_the_largest_allocation_and_outdated_pages_go_back() {
     let mut memory = memory(None);
     // Six 300 KiB allocations share one 2 MiB page (the smallest shared page).
-    let small: Vec<_> = (0..6).map(|_| memory.reserve(300 * 1024).unwrap()).collect();
+    let small: Vec<_> = (0..6)
+        .map(|_| memory.reserve(300 * 1024).unwrap())
+        .collect();
     let report = memory.memory_report();
     assert!(
         matches!(

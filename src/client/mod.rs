@@ -4,16 +4,18 @@ mod error;
 mod handle;
 mod kernel;
 mod mode;
+mod read_bytes;
 
 pub use error::ClientError;
 pub use handle::{Handle, HandleResource};
 pub use kernel::Kernel;
 pub use mode::ModeWindow;
+pub use read_bytes::ReadBytes;
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryPoolsConfig, MemoryReport, PoolLayout, load_memory_config,
 };
-use crate::server::Server;
+use crate::server::{Poller, ReadFuture, Server};
 use crate::storage::wgpu_storage::limits::storage_memory_properties;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -33,6 +35,7 @@ struct Shared {
     queue: wgpu::Queue,
     info: Option<wgpu::AdapterInfo>,
     server: Mutex<Server>,
+    poller: Arc<Poller>,
     uncaptured: Arc<Mutex<Vec<String>>>,
 }
 
@@ -79,12 +82,14 @@ impl Client {
             sink.lock().push(error.to_string());
         }));
         let server = Server::new(device.clone(), queue.clone(), layout);
+        let poller = Arc::new(Poller::new(device.clone()));
         Self {
             shared: Arc::new(Shared {
                 device,
                 queue,
                 info,
                 server: Mutex::new(server),
+                poller,
                 uncaptured,
             }),
         }
@@ -180,27 +185,75 @@ impl Client {
         self.shared.server.lock().write(handle, offset, data)
     }
 
-    /// Reads the whole handle back. The copy is submitted at once (so the bytes are those
-    /// after every earlier launch and write); the wait happens without the client's lock.
+    /// Reads the whole handle back, zero-copy: the bytes are a view of the mapped
+    /// staging range ([`ReadBytes`]).
+    ///
+    /// The copy is submitted when `read` is called, so the bytes are those after every
+    /// earlier launch and write and before every later one, whenever the future is
+    /// awaited. The future completes without the caller polling wgpu (a background thread
+    /// polls while reads are in flight) and never holds the client's lock while it waits.
+    /// Dropping it early gives its staging slice back once the map completes. A zero-size
+    /// read issues no GPU work.
     ///
     /// # Errors
     /// [`ClientError::Reserve`] when no staging memory is left, [`ClientError::Map`] when
     /// mapping fails, [`ClientError::Memory`] for a stale handle.
-    pub async fn read(&self, handle: &Handle) -> Result<Vec<u8>, ClientError> {
-        self.read_blocking(handle)
+    pub fn read(
+        &self,
+        handle: &Handle,
+    ) -> impl Future<Output = Result<ReadBytes, ClientError>> + Send + 'static {
+        let started = self.start_read(&[handle]);
+        async move {
+            let mut parts = started?.await?;
+            Ok(parts.pop().unwrap_or_else(ReadBytes::empty))
+        }
+    }
+
+    /// Reads many handles with one staging allocation, one encoder, one submit and one map
+    /// (small reads cost one round trip, not one each); one [`ReadBytes`] per handle, in
+    /// order.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub fn read_many(
+        &self,
+        handles: &[&Handle],
+    ) -> impl Future<Output = Result<Vec<ReadBytes>, ClientError>> + Send + 'static {
+        let started = self.start_read(handles);
+        async move { started?.await }
+    }
+
+    fn start_read(&self, handles: &[&Handle]) -> Result<ReadFuture, ClientError> {
+        let parts: Vec<(&Handle, u64, u64)> = handles.iter().map(|h| (*h, 0, h.size)).collect();
+        let map = self.shared.server.lock().start_read(&parts)?;
+        Ok(ReadFuture::new(
+            map,
+            parts.len(),
+            self.shared.poller.clone(),
+            self.shared.device.clone(),
+        ))
     }
 
     /// [`read`](Self::read), blocking the calling thread.
     ///
     /// # Errors
     /// As [`read`](Self::read).
-    pub fn read_blocking(&self, handle: &Handle) -> Result<Vec<u8>, ClientError> {
-        let pending = self
-            .shared
-            .server
-            .lock()
-            .start_read(handle, 0, handle.size)?;
-        pending.wait(&self.shared.device)
+    pub fn read_blocking(&self, handle: &Handle) -> Result<ReadBytes, ClientError> {
+        pollster::block_on(self.read(handle))
+    }
+
+    /// [`read_many`](Self::read_many), blocking the calling thread.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub fn read_many_blocking(&self, handles: &[&Handle]) -> Result<Vec<ReadBytes>, ClientError> {
+        pollster::block_on(self.read_many(handles))
+    }
+
+    /// Upload bytes the client holds until the device has consumed them, in bytes
+    /// (bounded by the drop queue's flushing policy: at most about twice 64 MiB).
+    pub fn pending_upload_bytes(&self) -> u64 {
+        self.shared.server.lock().uploads.held_bytes()
     }
 
     /// Dispatches `kernel` over `workgroups`, binding the i-th handle as

@@ -4,12 +4,18 @@
 //! asked for on one queue, so a slice freed by one operation and reused by the next is
 //! never written before the earlier work that used it (the queue orders them).
 
+mod fence;
 mod launch;
+mod poller;
 mod readback;
 mod transfer;
 
+pub(crate) use poller::Poller;
+pub(crate) use readback::{Mapping, ReadFuture};
+
 use crate::client::{ClientError, Handle, HandleResource};
 use crate::memory_management::PoolLayout;
+use crate::memory_management::drop_queue::PendingDropQueue;
 use crate::memory_management::{
     AuxiliaryMemoryReport, Cleanup, MemoryConfiguration, MemoryManagement, MemoryManagementOptions,
     MemoryReport, StreamMemoryReport,
@@ -17,6 +23,7 @@ use crate::memory_management::{
 use crate::storage::WgpuStorage;
 use crate::storage::wgpu_storage::limits::{staging_memory_properties, storage_memory_properties};
 use cubecl_environment::stream::StreamId;
+use fence::WgpuFence;
 use std::collections::HashMap;
 
 /// The usages of main-memory pages: bound as storage buffers, copied from and into.
@@ -34,6 +41,9 @@ pub(crate) struct Server {
     pub(crate) queue: wgpu::Queue,
     pub(crate) main: MemoryManagement<WgpuStorage>,
     pub(crate) staging: MemoryManagement<WgpuStorage>,
+    /// Upload bytes, held until the submission that consumed them is done; bounds the
+    /// bytes wgpu stages for writes nobody submitted yet.
+    pub(crate) uploads: PendingDropQueue<WgpuFence>,
     pipelines: HashMap<u64, wgpu::ComputePipeline>,
 }
 
@@ -68,6 +78,7 @@ impl Server {
             queue,
             main,
             staging,
+            uploads: PendingDropQueue::default(),
             pipelines: HashMap::new(),
         }
     }
@@ -115,6 +126,9 @@ impl Server {
     pub(crate) fn cleanup(&mut self) {
         // Pages dropped here may still be read by submitted work; wgpu keeps a dropped
         // buffer alive until that work is done.
+        let (device, queue) = (self.device.clone(), self.queue.clone());
+        self.uploads
+            .drain(|| WgpuFence::new(device.clone(), queue.submit([])));
         self.main.cleanup(Cleanup::Explicit);
         self.staging.cleanup(Cleanup::Explicit);
     }

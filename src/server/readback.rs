@@ -1,97 +1,184 @@
-//! Reading handles back through the staging memory.
+//! Reading handles back through the staging memory, zero-copy.
 //!
-//! 1. A staging slice (an exclusive MAP_READ page: a mapped buffer maps whole, so two
-//!    reads never share one) is reserved for the read's size rounded up to 4 bytes.
-//! 2. The handle's bytes are copied into it and the copy is submitted.
-//! 3. `map_async` is requested; its callback runs when the device is polled.
-//! 4. The reader waits for the submission (polling the device itself, off the client's
-//!    lock, so other threads keep submitting), copies the bytes out, unmaps, and drops
-//!    the staging handle: the page is free for the next read.
+//! 1. One staging slice (an exclusive MAP_READ page: a mapped buffer maps whole, so two
+//!    reads never share one) is reserved for every handle of the read, each part at a
+//!    4-byte-aligned offset (`COPY_BUFFER_ALIGNMENT`); zero-size parts take no bytes.
+//! 2. One encoder copies every part into it, one submit sends it, one `map_async` maps
+//!    it. The staging handle is held by the read, so the slice is never reserved again,
+//!    and never a copy destination, while its map is pending or mapped.
+//! 3. The poller thread polls the device; the map callback wakes the read's future.
+//! 4. The caller gets [`ReadBytes`]: views into the mapped range itself, no copy. When the
+//!    last view of a read is dropped, the range is unmapped and the staging handle dropped:
+//!    the slice is free for the next read.
+//! 5. A future dropped before its map completed hands the read to the poller, which
+//!    unmaps and releases it once the map completes.
 
+use super::poller::{PollGuard, Poller};
 use super::{Server, wgpu_error};
-use crate::client::{ClientError, Handle};
+use crate::client::{ClientError, Handle, ReadBytes};
 use crate::storage::wgpu_storage::error::capture;
 use crate::storage::wgpu_storage::limits::COPY_ALIGNMENT;
 use cubecl_runtime::memory_management::ManagedMemoryHandle;
 use parking_lot::Mutex;
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
-type MapResult = Arc<Mutex<Option<Result<(), wgpu::BufferAsyncError>>>>;
-
-/// A read whose copy is submitted and whose staging buffer has a map pending.
-pub(crate) struct PendingRead {
-    inner: Option<PendingMap>,
+#[derive(Default)]
+struct MapState {
+    result: Option<Result<(), wgpu::BufferAsyncError>>,
+    waker: Option<Waker>,
 }
 
-struct PendingMap {
-    /// Keeps the staging slice out of reuse until the bytes are copied out.
-    _staging: ManagedMemoryHandle,
+/// A read whose copies are submitted and whose staging range has a map pending.
+pub(crate) struct PendingMap {
+    staging: ManagedMemoryHandle,
     buffer: wgpu::Buffer,
-    range: std::ops::Range<u64>,
-    size: u64,
-    submission: wgpu::SubmissionIndex,
-    mapped: MapResult,
+    range: Range<u64>,
+    /// (offset in the range, length) of each part, in bytes.
+    parts: Vec<(u64, u64)>,
+    state: Arc<Mutex<MapState>>,
+}
+
+/// The mapped staging range of one read; unmapped, and its slice released, on drop.
+pub(crate) struct Mapping {
+    view: Option<wgpu::BufferView>,
+    buffer: wgpu::Buffer,
+    _staging: ManagedMemoryHandle,
+}
+
+impl Mapping {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.view.as_deref().unwrap_or(&[])
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // The view must go before the unmap; the staging handle goes last.
+        drop(self.view.take());
+        self.buffer.unmap();
+    }
+}
+
+impl PendingMap {
+    /// Whether the map completed; if so, unmaps (when it succeeded) and lets the staging
+    /// handle go. Used on reads nobody awaits any more.
+    pub(crate) fn finish_abandoned(&self) -> bool {
+        match self.state.lock().result.as_ref() {
+            None => false,
+            Some(result) => {
+                if result.is_ok() {
+                    self.buffer.unmap();
+                }
+                true
+            }
+        }
+    }
+
+    fn size(&self) -> u64 {
+        self.range.end - self.range.start
+    }
+
+    /// Turns a completed map into the caller's views.
+    fn into_bytes(
+        self,
+        result: Result<(), wgpu::BufferAsyncError>,
+    ) -> Result<Vec<ReadBytes>, ClientError> {
+        let failed = |message: String, size| ClientError::Map { size, message };
+        result.map_err(|error| failed(error.to_string(), self.size()))?;
+        let view = self
+            .buffer
+            .slice(self.range.clone())
+            .get_mapped_range()
+            .map_err(|error| failed(error.to_string(), self.size()))?;
+        let mapping = Arc::new(Mapping {
+            view: Some(view),
+            buffer: self.buffer,
+            _staging: self.staging,
+        });
+        Ok(self
+            .parts
+            .into_iter()
+            .map(|(offset, len)| {
+                ReadBytes::mapped(mapping.clone(), offset as usize..(offset + len) as usize)
+            })
+            .collect())
+    }
 }
 
 impl Server {
-    /// Copies `size` bytes from byte `offset` of `handle` into a staging slice and starts
-    /// mapping it. A zero-size read issues no GPU work.
+    /// Copies every handle into one staging slice and starts mapping it. Zero-size parts
+    /// issue no copy; a read of only zero-size parts issues no GPU work at all.
     pub(crate) fn start_read(
         &mut self,
-        handle: &Handle,
-        offset: u64,
-        size: u64,
-    ) -> Result<PendingRead, ClientError> {
-        if size == 0 {
-            return Ok(PendingRead { inner: None });
+        parts: &[(&Handle, u64, u64)],
+    ) -> Result<Option<PendingMap>, ClientError> {
+        let mut layout = Vec::with_capacity(parts.len());
+        let mut total = 0u64;
+        for &(_, _, len) in parts {
+            layout.push((total, len));
+            total += len.next_multiple_of(COPY_ALIGNMENT);
         }
-        let source = self.resource(handle)?;
-        let copied = size.next_multiple_of(COPY_ALIGNMENT);
-        let staging = self.staging.reserve(copied)?;
+        if total == 0 {
+            return Ok(None);
+        }
+        let sources = parts
+            .iter()
+            .map(|(handle, offset, len)| Ok((self.resource(handle)?, *offset, *len)))
+            .collect::<Result<Vec<_>, ClientError>>()?;
+        let staging = self.staging.reserve(total)?;
         let target = self
             .staging
             .get_resource(&staging.clone().binding(), None, None)?;
-        let range = target.offset..target.offset + copied;
-        let mapped: MapResult = Arc::new(Mutex::new(None));
-        let (submission, error) = capture(&self.device, || {
+        let range = target.offset..target.offset + total;
+        let state = Arc::new(Mutex::new(MapState::default()));
+        let (_, error) = capture(&self.device, || {
             let mut encoder = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                     label: Some("readback"),
                 });
-            encoder.copy_buffer_to_buffer(
-                &source.buffer,
-                source.offset + offset,
-                &target.buffer,
-                target.offset,
-                copied,
-            );
-            let submission = self.queue.submit([encoder.finish()]);
-            let slot = mapped.clone();
+            for ((source, offset, len), (at, _)) in sources.iter().zip(&layout) {
+                if *len > 0 {
+                    encoder.copy_buffer_to_buffer(
+                        &source.buffer,
+                        source.offset + offset,
+                        &target.buffer,
+                        target.offset + at,
+                        len.next_multiple_of(COPY_ALIGNMENT),
+                    );
+                }
+            }
+            self.queue.submit([encoder.finish()]);
+            let slot = state.clone();
             target
                 .buffer
                 .slice(range.clone())
                 .map_async(wgpu::MapMode::Read, move |result| {
-                    *slot.lock() = Some(result)
+                    let mut state = slot.lock();
+                    state.result = Some(result);
+                    if let Some(waker) = state.waker.take() {
+                        waker.wake();
+                    }
                 });
-            submission
         });
         if let Some(error) = error {
             return Err(wgpu_error("read", error));
         }
-        Ok(PendingRead {
-            inner: Some(PendingMap {
-                _staging: staging,
-                buffer: target.buffer,
-                range,
-                size,
-                submission,
-                mapped,
-            }),
-        })
+        Ok(Some(PendingMap {
+            staging,
+            buffer: target.buffer,
+            range,
+            parts: layout,
+            state,
+        }))
     }
 
-    /// Reads `size` bytes at `offset` of `handle`, waiting for the device.
+    /// Reads `size` bytes at `offset` of `handle`, polling the device on this thread (for
+    /// reads the server needs itself, under its lock).
     pub(crate) fn read_range_blocking(
         &mut self,
         handle: &Handle,
@@ -99,42 +186,93 @@ impl Server {
         size: u64,
     ) -> Result<Vec<u8>, ClientError> {
         let size = size.min(handle.size.saturating_sub(offset));
-        let pending = self.start_read(handle, offset, size)?;
-        pending.wait(&self.device)
+        let Some(map) = self.start_read(&[(handle, offset, size)])? else {
+            return Ok(Vec::new());
+        };
+        loop {
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|error| ClientError::Map {
+                    size,
+                    message: error.to_string(),
+                })?;
+            let result = map.state.lock().result.take();
+            if let Some(result) = result {
+                let parts = map.into_bytes(result)?;
+                return Ok(parts
+                    .first()
+                    .map(|bytes| bytes.to_vec())
+                    .unwrap_or_default());
+            }
+        }
     }
 }
 
-impl PendingRead {
-    /// Waits until the copy is done and the staging buffer mapped, then returns the bytes.
-    pub(crate) fn wait(self, device: &wgpu::Device) -> Result<Vec<u8>, ClientError> {
-        let Some(map) = self.inner else {
-            return Ok(Vec::new());
-        };
-        let failed = |message: String| ClientError::Map {
-            size: map.size,
-            message,
-        };
-        loop {
-            device
-                .poll(wgpu::PollType::Wait {
-                    submission_index: Some(map.submission.clone()),
-                    timeout: None,
-                })
-                .map_err(|error| failed(error.to_string()))?;
-            if let Some(result) = map.mapped.lock().take() {
-                result.map_err(|error| failed(error.to_string()))?;
-                break;
-            }
+/// A read in flight: resolves to one [`ReadBytes`] per part once its staging range is
+/// mapped. Dropping it early gives its staging slice back once the map completes.
+pub(crate) struct ReadFuture {
+    map: Option<PendingMap>,
+    /// Zero-size reads: the parts' count, answered without GPU work.
+    empty_parts: usize,
+    poller: Arc<Poller>,
+    guard: Option<PollGuard>,
+    device: wgpu::Device,
+}
+
+impl ReadFuture {
+    pub(crate) fn new(
+        map: Option<PendingMap>,
+        parts: usize,
+        poller: Arc<Poller>,
+        device: wgpu::Device,
+    ) -> Self {
+        let guard = map.as_ref().map(|_| poller.start());
+        Self {
+            map,
+            empty_parts: parts,
+            poller,
+            guard,
+            device,
         }
-        let bytes = {
-            let view = map
-                .buffer
-                .slice(map.range.clone())
-                .get_mapped_range()
-                .map_err(|error| failed(error.to_string()))?;
-            view[..map.size as usize].to_vec()
+    }
+}
+
+impl Future for ReadFuture {
+    type Output = Result<Vec<ReadBytes>, ClientError>;
+
+    fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(map) = self.map.as_ref() else {
+            return Poll::Ready(Ok((0..self.empty_parts)
+                .map(|_| ReadBytes::empty())
+                .collect()));
         };
-        map.buffer.unmap();
-        Ok(bytes)
+        if !self.poller.running() {
+            // No thread: poll here, without blocking.
+            let _ = self.device.poll(wgpu::PollType::Poll);
+        }
+        let result = {
+            let mut state = map.state.lock();
+            match state.result.take() {
+                Some(result) => result,
+                None => {
+                    state.waker = Some(context.waker().clone());
+                    if !self.poller.running() {
+                        context.waker().wake_by_ref();
+                    }
+                    return Poll::Pending;
+                }
+            }
+        };
+        self.guard = None;
+        let map = self.map.take().expect("checked above");
+        Poll::Ready(map.into_bytes(result))
+    }
+}
+
+impl Drop for ReadFuture {
+    fn drop(&mut self) {
+        if let Some(map) = self.map.take() {
+            self.poller.abandon(map);
+        }
     }
 }

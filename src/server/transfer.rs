@@ -1,6 +1,7 @@
 //! Writes into handles: `COPY_BUFFER_ALIGNMENT` rounding without touching a neighbour's
 //! bytes, and ordering against launches.
 
+use super::fence::WgpuFence;
 use super::{Server, wgpu_error};
 use crate::client::{ClientError, Handle};
 use crate::storage::wgpu_storage::error::capture;
@@ -43,7 +44,25 @@ impl Server {
             self.queue
                 .write_buffer(&resource.buffer, resource.offset + start, &words);
         });
-        error.map_or(Ok(()), |error| Err(wgpu_error("write", error)))
+        if let Some(error) = error {
+            return Err(wgpu_error("write", error));
+        }
+        self.hold_upload(words);
+        Ok(())
+    }
+
+    /// Keeps an upload's bytes until the device consumed them, and bounds what is held:
+    /// when the flushing policy says so (64 writes or 64 MiB by default), the writes wgpu
+    /// staged are submitted, and the batch before them is waited for and released.
+    fn hold_upload(&mut self, words: Vec<u8>) {
+        let bytes = words.len() as u64;
+        self.uploads.push(words, bytes);
+        if self.uploads.should_flush() {
+            let submission = self.queue.submit([]);
+            let device = self.device.clone();
+            self.uploads
+                .flush(move || WgpuFence::new(device, submission));
+        }
     }
 
     /// Fills the edge words of a widened write with the handle's current bytes where the

@@ -113,6 +113,8 @@ pub struct PendingDropQueue<F: Fence> {
     staged: Vec<Box<dyn Send>>,
     /// Items and bytes in `staged`, against the policy.
     count: StagedCount,
+    /// Bytes of `pending`, as pushed.
+    pending_bytes: u64,
     /// Items leaked because a fence wait failed (saturating).
     leaked: u64,
 }
@@ -129,6 +131,7 @@ impl<F: Fence> PendingDropQueue<F> {
             pending: Vec::new(),
             staged: Vec::new(),
             count: StagedCount::new(policy),
+            pending_bytes: 0,
             leaked: 0,
         }
     }
@@ -199,6 +202,7 @@ impl<F: Fence> PendingDropQueue<F> {
 
         // 4. The staged batch becomes the pending batch (pending is empty here).
         std::mem::swap(&mut self.pending, &mut self.staged);
+        self.pending_bytes = self.count.bytes();
 
         // 5. Reset the counters before the factory runs, so a panic in it leaves them
         //    matching the (now empty) staged batch.
@@ -224,6 +228,11 @@ impl<F: Fence> PendingDropQueue<F> {
     pub fn drain(&mut self, mut make_fence: impl FnMut() -> F) {
         self.flush(&mut make_fence);
         self.flush(&mut make_fence);
+    }
+
+    /// Bytes held: staged and pending, as pushed.
+    pub fn held_bytes(&self) -> u64 {
+        self.count.bytes().saturating_add(self.pending_bytes)
     }
 
     /// Items pushed since the last flush.
@@ -255,6 +264,7 @@ impl<F: Fence> PendingDropQueue<F> {
     /// Empties `pending`: drops every item when the fence was passed (`done`), else leaks
     /// them and counts them in `leaked`.
     fn release_pending(&mut self, done: bool) {
+        self.pending_bytes = 0;
         if done {
             self.pending.clear();
             return;
