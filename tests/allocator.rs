@@ -175,3 +175,36 @@ fn display_shows_totals_and_pools() {
     assert!(text.contains("pool 0: sliced (1.00 MiB pages"), "{text}");
     assert!(text.contains("1.00 MiB reserved"), "{text}");
 }
+
+/// A handle whose reservation never happened reads as `Claim::Unallocated`.
+#[test]
+fn an_unallocated_handle_is_claimed_unallocated() {
+    use cubecl_runtime::memory_management::ManagedMemoryHandle;
+    use wgpu_memory::memory_management::Claim;
+    let mut memory = memory(vec![sliced(1024, None)]);
+    let placed = memory.reserve(64).unwrap();
+    assert_eq!(memory.claim(&placed.binding(), 0..64), None);
+    let never = ManagedMemoryHandle::new().binding();
+    assert_eq!(
+        memory.claim(&never, 0..4),
+        Some(Claim::Unallocated(never.id()))
+    );
+}
+
+/// Taints follow slices: a released slice uncounts its failure; a reused slice is clean.
+#[test]
+fn a_released_slice_sheds_its_failure() {
+    let mut memory = memory(vec![sliced(1024, None)]);
+    let handle = memory.reserve(256).unwrap();
+    let failure = memory.error_graph_mut().insert("boom");
+    memory.taint(&handle.clone().binding(), 0..256, failure);
+    assert_eq!(
+        memory.failure(&handle.clone().binding(), 10..11),
+        Some(failure)
+    );
+    drop(handle);
+    memory.cleanup(Cleanup::Explicit);
+    assert!(memory.error_graph().is_empty());
+    let again = memory.reserve(256).unwrap();
+    assert_eq!(memory.failure(&again.binding(), 0..256), None);
+}

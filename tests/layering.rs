@@ -16,7 +16,12 @@ fn visit(dir: &Path, found: &mut Vec<String>) {
             for (number, line) in text.lines().enumerate() {
                 let code = line.split("//").next().unwrap_or("");
                 if code.contains("wgpu::") || code.contains("use wgpu") {
-                    found.push(format!("{}:{}: {}", path.display(), number + 1, line.trim()));
+                    found.push(format!(
+                        "{}:{}: {}",
+                        path.display(),
+                        number + 1,
+                        line.trim()
+                    ));
                 }
             }
         }
@@ -28,7 +33,11 @@ fn memory_management_does_not_use_wgpu() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/memory_management");
     let mut found = Vec::new();
     visit(&root, &mut found);
-    assert!(found.is_empty(), "wgpu in the memory_management layer:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "wgpu in the memory_management layer:\n{}",
+        found.join("\n")
+    );
 }
 
 /// The check itself sees a use of wgpu.
@@ -36,7 +45,11 @@ fn memory_management_does_not_use_wgpu() {
 fn the_check_finds_a_use_of_wgpu() {
     let dir = std::env::temp_dir().join(format!("wgpu-memory-layering-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("bad.rs"), "use wgpu::Buffer;\n// wgpu:: in a comment is fine\n").unwrap();
+    std::fs::write(
+        dir.join("bad.rs"),
+        "use wgpu::Buffer;\n// wgpu:: in a comment is fine\n",
+    )
+    .unwrap();
     let mut found = Vec::new();
     visit(&dir, &mut found);
     assert_eq!(found.len(), 1, "{found:?}");

@@ -1,6 +1,8 @@
 //! Errors a caller of the [`Client`](super::Client) matches on.
 
-use crate::memory_management::{InstallMemoryPoolsError, PoolConfigError, ReserveError};
+use crate::memory_management::{
+    FailureReport, InstallMemoryPoolsError, PoolConfigError, ReserveError,
+};
 use cubecl_runtime::server::IoError;
 
 /// Why a [`Client`](super::Client) operation failed.
@@ -79,6 +81,15 @@ pub enum ClientError {
         /// wgpu's message.
         message: String,
     },
+    /// A read found bytes that a failed operation left unwritten: the report names the
+    /// root failure with its original wgpu message, how many allocations carry it, and
+    /// the launches it stopped on the way here. Retrying cannot help; rewrite the bytes
+    /// (or redo the work that fills them) first.
+    #[error("the read found unwritten bytes: {0}")]
+    Unwritten(Box<FailureReport>),
+    /// The read's handle has no slice (its reservation failed).
+    #[error("the read's handle was never allocated: memory #{0}")]
+    Unallocated(usize),
     /// A staging buffer could not be mapped for a read.
     #[error("mapping the staging buffer of a {size}-byte read failed: {message}")]
     Map {

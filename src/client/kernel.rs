@@ -7,13 +7,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// one compiled pipeline per client (compiled at the first launch).
 ///
 /// The kernel's storage buffers are `@group(0) @binding(i)` for the i-th handle of a
-/// launch.
+/// launch. Every handle is read and written unless [`writes`](Self::writes) says which
+/// are outputs only.
 #[derive(Debug, Clone)]
 pub struct Kernel {
     pub(crate) id: u64,
     pub(crate) label: Arc<str>,
     pub(crate) source: Arc<str>,
     pub(crate) entry_point: Arc<str>,
+    /// The bindings the kernel writes; `None`: every binding.
+    pub(crate) writes: Option<Arc<[usize]>>,
 }
 
 impl Kernel {
@@ -30,7 +33,32 @@ impl Kernel {
             label: label.into(),
             source: source.into(),
             entry_point: entry_point.into(),
+            writes: None,
         }
+    }
+
+    /// The bindings (positions in a launch's handle list) the kernel writes without
+    /// reading their old bytes. Failure tracking uses it: a failed or skipped launch
+    /// claims the bytes of these handles only, and a claim on them does not stop the
+    /// launch (it overwrites them). Default: every binding is read and written (the safe
+    /// answer when unknown).
+    pub fn writes(mut self, bindings: &[usize]) -> Self {
+        self.writes = Some(bindings.into());
+        self
+    }
+
+    /// Whether the kernel writes binding `index`.
+    pub(crate) fn writes_binding(&self, index: usize) -> bool {
+        self.writes
+            .as_ref()
+            .is_none_or(|writes| writes.contains(&index))
+    }
+
+    /// Whether the kernel reads binding `index`.
+    pub(crate) fn reads_binding(&self, index: usize) -> bool {
+        self.writes
+            .as_ref()
+            .is_none_or(|writes| !writes.contains(&index))
     }
 
     /// The label given at construction.

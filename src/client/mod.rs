@@ -82,6 +82,11 @@ impl Client {
             sink.lock().push(error.to_string());
         }));
         let server = Server::new(device.clone(), queue.clone(), layout);
+        let lost = server.lost.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            tracing::error!(?reason, %message, "wgpu device lost");
+            *lost.lock() = Some(format!("{reason:?}: {message}"));
+        });
         let poller = Arc::new(Poller::new(device.clone()));
         Self {
             shared: Arc::new(Shared {
@@ -248,6 +253,12 @@ impl Client {
     /// As [`read`](Self::read).
     pub fn read_many_blocking(&self, handles: &[&Handle]) -> Result<Vec<ReadBytes>, ClientError> {
         pollster::block_on(self.read_many(handles))
+    }
+
+    /// Failures the device still holds: allocations carry bytes a failed operation left
+    /// unwritten. Dropped handles count until the next reservation or cleanup.
+    pub fn failures_held(&self) -> usize {
+        self.shared.server.lock().main.error_graph().len()
     }
 
     /// Upload bytes the client holds until the device has consumed them, in bytes

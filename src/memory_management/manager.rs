@@ -3,12 +3,14 @@
 use super::MemoryDeviceProperties;
 use super::config::MemoryPoolOptions;
 use super::error::ReserveError;
+use super::error_graph::{Claim, ErrorGraph, FailureId};
 use super::install_error::InstallMemoryPoolsError;
 use super::layout::{self, MAX_POOLS, PoolSpec};
 use super::options::MemoryManagementOptions;
 use super::pool::slices::{SliceTable, not_found};
 use super::pool::whole_page::{Release, Reuse, WholePagePool};
 use super::pool::{DynamicPool, GrowError};
+use super::taint::Taint;
 use super::usage::format_bytes;
 use crate::storage::{ComputeStorage, StorageHandle};
 use cubecl_runtime::memory_management::{
@@ -16,6 +18,7 @@ use cubecl_runtime::memory_management::{
     MemoryConfiguration, MemoryPoolKind, MemoryPoolsReport, MemoryUsage, PERSISTENT_POOL_POS,
 };
 use cubecl_runtime::server::IoError;
+use std::ops::Range;
 
 /// Which pages a cleanup gives back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +51,8 @@ pub struct MemoryManagement<S: ComputeStorage> {
     reservations: u64,
     /// Pools that already logged a spill (one warning per pool per layout).
     warned_full: Vec<bool>,
+    /// The failures the slices of this memory carry.
+    graph: ErrorGraph,
 }
 
 impl<S: ComputeStorage> core::fmt::Debug for MemoryManagement<S> {
@@ -111,6 +116,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             base_mode: options.mode,
             windows: Vec::new(),
             reservations: 0,
+            graph: ErrorGraph::default(),
         }
     }
 
@@ -362,6 +368,79 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                 self.storage.flush();
             }
         }
+        self.settle();
+    }
+
+    /// Uncounts the failures of every slice released since the last call.
+    fn settle(&mut self) {
+        for pool in &mut self.dynamic {
+            pool.slices_mut().settle(&mut self.graph);
+        }
+        self.persistent.slices_mut().settle(&mut self.graph);
+        self.dedicated.slices_mut().settle(&mut self.graph);
+    }
+
+    /// The failures the slices of this memory carry. Slices released since the last
+    /// reservation or cleanup still count; a cleanup settles them.
+    pub fn error_graph(&self) -> &ErrorGraph {
+        &self.graph
+    }
+
+    /// The error graph, to mint failures ([`ErrorGraph::insert`]) and record skipped
+    /// launches ([`ErrorGraph::skipped`]).
+    pub fn error_graph_mut(&mut self) -> &mut ErrorGraph {
+        self.settle();
+        &mut self.graph
+    }
+
+    /// The failure claiming any byte of `range` (bytes from the slice's start) of the
+    /// allocation behind `binding`. A binding this memory cannot resolve answers `None`.
+    pub fn failure(&self, binding: &ManagedMemoryBinding, range: Range<u64>) -> Option<FailureId> {
+        let table = self.table(binding).ok()?;
+        table.find(binding).ok()?.taint.failure(&range)
+    }
+
+    /// Why the bytes `range` of `binding` cannot be trusted, if they cannot:
+    /// [`Claim::Unallocated`] when the handle has no slice (its reservation failed, or
+    /// the slice is gone), [`Claim::Failed`] when a failure claims any of the bytes.
+    pub fn claim(&self, binding: &ManagedMemoryBinding, range: Range<u64>) -> Option<Claim> {
+        let slice = self.table(binding).and_then(|table| table.find(binding));
+        match slice {
+            Err(_) => Some(Claim::Unallocated(binding.id())),
+            Ok(slice) => slice
+                .taint
+                .failure(&range)
+                .map(|failure| Claim::Failed(failure, binding.id())),
+        }
+    }
+
+    /// Claims `range` of the allocation behind `binding` for `failure` (those bytes leave
+    /// any other failure). Unknown bindings are ignored.
+    pub fn taint(&mut self, binding: &ManagedMemoryBinding, range: Range<u64>, failure: FailureId) {
+        self.with_taint(binding, |taint, graph| taint.taint(range, failure, graph));
+    }
+
+    /// Runs `change` on the taint of the slice behind `binding`, if it resolves.
+    fn with_taint(
+        &mut self,
+        binding: &ManagedMemoryBinding,
+        change: impl FnOnce(&mut Taint, &mut ErrorGraph),
+    ) {
+        // The graph is moved out for the call: the slice and the graph are both ours.
+        let mut graph = std::mem::take(&mut self.graph);
+        let location = binding.descriptor().location();
+        if let Ok(table) = self.table_mut(location.pool)
+            && let Ok(slice) = table.find_mut(binding)
+        {
+            change(&mut slice.taint, &mut graph);
+        }
+        self.graph = graph;
+    }
+
+    /// `range` of the allocation behind `binding` was written by work that succeeded: no
+    /// failure claims those bytes any more. Unknown bindings are ignored.
+    pub fn written(&mut self, binding: &ManagedMemoryBinding, range: Range<u64>) {
+        self.with_taint(binding, |taint, graph| taint.written(range, graph));
     }
 
     /// Each pool's own release policy; the caller flushes the storage.
@@ -416,8 +495,12 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         if location.init == 0 {
             return Err(not_found("the reserved handle was never given a slice"));
         }
+        let binding = assigned.clone().binding();
         self.table_mut(location.pool)?
-            .bind(reserved, assigned, cursor)
+            .bind(reserved, assigned, cursor)?;
+        // A new allocation on the slice: the old one's claims are not its bytes' story.
+        self.with_taint(&binding, |taint, graph| taint.clear(graph));
+        Ok(())
     }
 
     /// The stream cursor recorded at bind time.

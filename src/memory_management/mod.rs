@@ -26,6 +26,7 @@ mod config;
 mod config_error;
 pub mod drop_queue;
 mod error;
+mod error_graph;
 mod install_error;
 mod layout;
 mod manager;
@@ -33,11 +34,13 @@ mod options;
 mod placement;
 mod pool;
 mod pools_config;
+mod taint;
 mod usage;
 
 pub use config::{MemoryPoolOptions, PoolType};
 pub use config_error::PoolConfigError;
 pub use error::{ReserveError, fragmentation};
+pub use error_graph::{Claim, ErrorGraph, FailureId, FailureReport, MAX_SKIPPED, Skipped};
 pub use install_error::InstallMemoryPoolsError;
 pub use manager::{Cleanup, MemoryManagement};
 pub use options::MemoryManagementOptions;
@@ -45,4 +48,5 @@ pub use pools_config::{
     MemoryConfig, MemoryPoolConfig, MemoryPoolsConfig, MemoryPoolsPreset, MemorySize, PoolLayout,
     load_memory_config, load_memory_config_from, parse_memory_config,
 };
+pub use taint::Taint;
 pub use usage::format_bytes;

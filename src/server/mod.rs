@@ -14,17 +14,19 @@ pub(crate) use poller::Poller;
 pub(crate) use readback::{Mapping, ReadFuture};
 
 use crate::client::{ClientError, Handle, HandleResource};
-use crate::memory_management::PoolLayout;
 use crate::memory_management::drop_queue::PendingDropQueue;
 use crate::memory_management::{
     AuxiliaryMemoryReport, Cleanup, MemoryConfiguration, MemoryManagement, MemoryManagementOptions,
     MemoryReport, StreamMemoryReport,
 };
+use crate::memory_management::{MemoryPoolOptions, PoolLayout, PoolType};
 use crate::storage::WgpuStorage;
 use crate::storage::wgpu_storage::limits::{staging_memory_properties, storage_memory_properties};
 use cubecl_environment::stream::StreamId;
 use fence::WgpuFence;
+use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The usages of main-memory pages: bound as storage buffers, copied from and into.
 pub(crate) const MAIN_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
@@ -45,6 +47,8 @@ pub(crate) struct Server {
     /// bytes wgpu stages for writes nobody submitted yet.
     pub(crate) uploads: PendingDropQueue<WgpuFence>,
     pipelines: HashMap<u64, wgpu::ComputePipeline>,
+    /// Set by the device-lost callback: every later launch fails with it.
+    pub(crate) lost: Arc<Mutex<Option<String>>>,
 }
 
 impl Server {
@@ -66,12 +70,19 @@ impl Server {
             options,
         );
         // A mapped buffer maps whole: two reads must never share one, so staging pages
-        // are exclusive.
+        // are exclusive. One pool for every size, so a read that needs a new page gives
+        // back the idle pages of other sizes first (field scenario C10).
+        let staging_pool = MemoryPoolOptions {
+            pool_type: PoolType::ExclusivePages {
+                max_alloc_size: staging_properties.max_page_size,
+            },
+            dealloc_period: Some(5000),
+        };
         let staging = MemoryManagement::from_configuration(
             WgpuStorage::new(device.clone(), STAGING_USAGE, staging_properties.alignment),
             &staging_properties,
             MemoryConfiguration::ExclusivePages,
-            MemoryManagementOptions::new("staging"),
+            MemoryManagementOptions::new("staging").pools(vec![staging_pool]),
         );
         Self {
             device,
@@ -80,6 +91,7 @@ impl Server {
             staging,
             uploads: PendingDropQueue::default(),
             pipelines: HashMap::new(),
+            lost: Arc::new(Mutex::new(None)),
         }
     }
 

@@ -16,6 +16,7 @@
 use super::poller::{PollGuard, Poller};
 use super::{Server, wgpu_error};
 use crate::client::{ClientError, Handle, ReadBytes};
+use crate::memory_management::{Claim, FailureReport};
 use crate::storage::wgpu_storage::error::capture;
 use crate::storage::wgpu_storage::limits::COPY_ALIGNMENT;
 use cubecl_runtime::memory_management::ManagedMemoryHandle;
@@ -116,6 +117,38 @@ impl Server {
         &mut self,
         parts: &[(&Handle, u64, u64)],
     ) -> Result<Option<PendingMap>, ClientError> {
+        self.check_claims(parts)?;
+        self.start_read_unchecked(parts)
+    }
+
+    /// Refuses a read of bytes a failure claims (naming the root failure and the chain of
+    /// skipped kernels) or of a handle without a slice.
+    fn check_claims(&mut self, parts: &[(&Handle, u64, u64)]) -> Result<(), ClientError> {
+        for (handle, offset, len) in parts {
+            match self.main.claim(&handle.binding(), *offset..offset + len) {
+                None => {}
+                Some(Claim::Unallocated(id)) => return Err(ClientError::Unallocated(id.value)),
+                Some(Claim::Failed(failure, id)) => {
+                    let report = self.main.error_graph_mut().report(failure, id);
+                    let report = report.unwrap_or_else(|| FailureReport {
+                        failure,
+                        error: "a failure that is no longer held".to_string(),
+                        carriers: 0,
+                        chain: Vec::new(),
+                    });
+                    return Err(ClientError::Unwritten(Box::new(report)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`start_read`](Self::start_read) without the claim check (the server's own reads
+    /// of bytes it is about to overwrite).
+    fn start_read_unchecked(
+        &mut self,
+        parts: &[(&Handle, u64, u64)],
+    ) -> Result<Option<PendingMap>, ClientError> {
         let mut layout = Vec::with_capacity(parts.len());
         let mut total = 0u64;
         for &(_, _, len) in parts {
@@ -186,7 +219,7 @@ impl Server {
         size: u64,
     ) -> Result<Vec<u8>, ClientError> {
         let size = size.min(handle.size.saturating_sub(offset));
-        let Some(map) = self.start_read(&[(handle, offset, size)])? else {
+        let Some(map) = self.start_read_unchecked(&[(handle, offset, size)])? else {
             return Ok(Vec::new());
         };
         loop {

@@ -44,9 +44,18 @@ impl Server {
             self.queue
                 .write_buffer(&resource.buffer, resource.offset + start, &words);
         });
+        // A write scope: written bytes are claimed by no failure any more; bytes a refused
+        // write left unwritten are claimed by its error.
+        let range = offset..offset + len;
         if let Some(error) = error {
-            return Err(wgpu_error("write", error));
+            let error = wgpu_error("write", error);
+            let graph = self.main.error_graph_mut();
+            let failure = graph.insert(error.to_string());
+            self.main.taint(&handle.binding(), range, failure);
+            self.main.error_graph_mut().prune(failure);
+            return Err(error);
         }
+        self.main.written(&handle.binding(), range);
         self.hold_upload(words);
         Ok(())
     }

@@ -4,8 +4,10 @@
 
 mod cases;
 mod device;
+mod failures;
 mod launch;
 mod layout;
 mod matmul;
 mod roundtrip;
 mod storage;
+mod threads;

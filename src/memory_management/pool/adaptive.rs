@@ -191,10 +191,11 @@ impl AdaptivePool {
         let effective = self.effective(size);
         let band = self.band_of(effective);
         self.sweep(storage, Sweep::All);
-        self.release_empty_pages(storage);
         // Give the released pages back before the new one is made, so the device never
         // holds both.
-        storage.flush();
+        if self.release_empty_pages(storage) > 0 {
+            storage.flush();
+        }
         let wanted = self.wanted(band, effective);
         match self.current_if_fitting(band, effective, wanted) {
             Some(index) => {
@@ -277,19 +278,25 @@ impl AdaptivePool {
 
     /// Gives back the entirely free pages of the tiers `which` selects; outdated tiers
     /// left without pages are dropped.
-    fn release_where<S: ComputeStorage>(&mut self, storage: &mut S, which: impl Fn(&Tier) -> bool) {
+    fn release_where<S: ComputeStorage>(
+        &mut self,
+        storage: &mut S,
+        which: impl Fn(&Tier) -> bool,
+    ) -> u64 {
+        let mut released = 0;
         for slot in &mut self.tiers {
             if let Some(tier) = slot.as_mut().filter(|tier| which(tier)) {
-                tier.pages.release_free_pages(storage);
+                released += tier.pages.release_free_pages(storage);
                 if tier.outdated && tier.pages.count() == 0 {
                     *slot = None;
                 }
             }
         }
+        released
     }
 
-    fn release_empty_pages<S: ComputeStorage>(&mut self, storage: &mut S) {
-        self.release_where(storage, |_| true);
+    fn release_empty_pages<S: ComputeStorage>(&mut self, storage: &mut S) -> u64 {
+        self.release_where(storage, |_| true)
     }
 
     /// Gives every entirely free page back; outdated tiers left without pages are dropped.

@@ -109,8 +109,9 @@ impl SlicedPages {
         self.placement.free(block);
     }
 
-    /// Gives every entirely free page back to the storage.
-    pub(crate) fn release_free_pages<S: ComputeStorage>(&mut self, storage: &mut S) {
+    /// Gives every entirely free page back to the storage; returns how many.
+    pub(crate) fn release_free_pages<S: ComputeStorage>(&mut self, storage: &mut S) -> u64 {
+        let before = self.count;
         for index in 0..self.pages.len() {
             if self.pages[index].is_some() && self.placement.remove_region(index as u32) {
                 if let Some(page) = self.pages[index].take() {
@@ -120,6 +121,7 @@ impl SlicedPages {
                 self.count -= 1;
             }
         }
+        before - self.count
     }
 
     /// The largest free block of any page, in bytes.

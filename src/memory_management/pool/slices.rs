@@ -6,6 +6,8 @@
 //! so a stale location answers `NotFound` instead of another allocation's bytes.
 
 use super::pages::Placement;
+use crate::memory_management::error_graph::{ErrorGraph, FailureId};
+use crate::memory_management::taint::Taint;
 use crate::memory_management::usage::SliceSums;
 use crate::storage::StorageHandle;
 use cubecl_runtime::memory_management::{
@@ -30,6 +32,8 @@ pub(crate) struct Slice {
     pub(crate) block: Option<crate::memory_management::placement::BlockId>,
     /// The tier of an adaptive pool the page belongs to (0 elsewhere).
     pub(crate) tier: u32,
+    /// Bytes a failure left unwritten.
+    pub(crate) taint: Taint,
 }
 
 /// How much of the table a sweep for dropped handles visits.
@@ -51,6 +55,8 @@ pub(crate) struct SliceTable {
     slots: Vec<Option<Slice>>,
     vacant: Vec<u32>,
     cursor: usize,
+    /// Failures carried by released slices, to uncount in the error graph.
+    shed: Vec<FailureId>,
 }
 
 pub(crate) fn not_found(reason: &'static str) -> IoError {
@@ -67,6 +73,7 @@ impl SliceTable {
             slots: Vec::new(),
             vacant: Vec::new(),
             cursor: 0,
+            shed: Vec::new(),
         }
     }
 
@@ -111,6 +118,7 @@ impl SliceTable {
             page,
             block,
             tier,
+            taint: Taint::default(),
         });
         handle
     }
@@ -135,6 +143,8 @@ impl SliceTable {
                 && let Some(slice) = self.slots[index].take()
             {
                 self.vacant.push(index as u32);
+                // The allocation is gone: it carries its failures no more.
+                self.shed.extend(slice.taint.failures());
                 release(slice);
             }
         }
@@ -198,6 +208,13 @@ impl SliceTable {
         slice.handle = assigned;
         slice.cursor = cursor;
         Ok(())
+    }
+
+    /// Uncounts in `graph` the failures of slices released since the last call.
+    pub(crate) fn settle(&mut self, graph: &mut ErrorGraph) {
+        for failure in self.shed.drain(..) {
+            graph.untag(failure);
+        }
     }
 
     /// Count, in-use and padding bytes of the slices some handle or binding still holds.

@@ -146,24 +146,24 @@ impl WholePagePool {
         now: u64,
     ) -> Result<ManagedMemoryHandle, GrowError> {
         let effective = self.effective(size);
-        match self.release {
+        let released = match self.release {
             Release::Watermark(watermark) => {
-                self.release_until(storage, |pool| pool.reserved + effective <= watermark, now);
+                self.release_until(storage, |pool| pool.reserved + effective <= watermark, now)
             }
             // Exclusive pages: free pages the request could not use are a bet on sizes
             // coming back. Keep that bet no larger than the pages in use, so reserved
             // stays under twice the peak in use when sizes drift (field scenario C01).
-            _ if self.reuse == Reuse::Similar => {
-                self.release_until(
-                    storage,
-                    |pool| pool.free_bytes <= pool.reserved - pool.free_bytes,
-                    now,
-                );
-            }
-            _ => {}
-        }
+            _ if self.reuse == Reuse::Similar => self.release_until(
+                storage,
+                |pool| pool.free_bytes <= pool.reserved - pool.free_bytes,
+                now,
+            ),
+            _ => false,
+        };
         // Released pages leave the device before the new one is made.
-        storage.flush();
+        if released {
+            storage.flush();
+        }
         let page = storage.alloc(effective).map_err(GrowError::Storage)?;
         let index = match self.vacant_pages.pop() {
             Some(index) => index,
@@ -236,16 +236,18 @@ impl WholePagePool {
         }
     }
 
-    /// Releases free pages, longest idle first, until `enough` holds.
+    /// Releases free pages, longest idle first, until `enough` holds; returns whether it
+    /// released any.
     fn release_until<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
         enough: impl Fn(&Self) -> bool,
         now: u64,
-    ) {
+    ) -> bool {
         if enough(self) {
-            return;
+            return false;
         }
+        let before = self.page_count;
         self.sweep(Sweep::All, now);
         let mut candidates: Vec<(u64, u64, u32)> = self
             .free
@@ -262,6 +264,7 @@ impl WholePagePool {
             }
             self.release_page(storage, bytes, index);
         }
+        self.page_count < before
     }
 
     fn release_page<S: ComputeStorage>(&mut self, storage: &mut S, bytes: u64, index: u32) {
