@@ -13,7 +13,8 @@ pub use mode::ModeWindow;
 pub use read_bytes::ReadBytes;
 
 use crate::memory_management::{
-    MemoryConfiguration, MemoryPoolsConfig, MemoryReport, PoolLayout, load_memory_config,
+    MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,
+    load_memory_config,
 };
 use crate::server::{Poller, ReadFuture, Server};
 use crate::storage::wgpu_storage::limits::storage_memory_properties;
@@ -35,6 +36,7 @@ struct Shared {
     queue: wgpu::Queue,
     info: Option<wgpu::AdapterInfo>,
     server: Mutex<Server>,
+    records: Mutex<Vec<MemoryRecord>>,
     poller: Arc<Poller>,
     uncaptured: Arc<Mutex<Vec<String>>>,
 }
@@ -94,6 +96,7 @@ impl Client {
                 queue,
                 info,
                 server: Mutex::new(server),
+                records: Mutex::new(Vec::new()),
                 poller,
                 uncaptured,
             }),
@@ -312,6 +315,24 @@ impl Client {
     pub fn install_memory_pools(&self, config: &MemoryPoolsConfig) -> Result<(), ClientError> {
         let layout = config.resolve(&storage_memory_properties(&self.device().limits()))?;
         self.shared.server.lock().install(layout)
+    }
+
+    /// Records the memory report under `label` (what the program was doing: `"model
+    /// loaded"`, `"after step 10"`) and returns the record; the client keeps every record
+    /// for [`memory_records`](Self::memory_records). Records are serde values, ready for a
+    /// JSON-lines log or a timeline.
+    pub fn record_memory(&self, label: impl Into<String>) -> MemoryRecord {
+        let record = MemoryRecord {
+            label: label.into(),
+            report: self.memory_report(),
+        };
+        self.shared.records.lock().push(record.clone());
+        record
+    }
+
+    /// Every record made by [`record_memory`](Self::record_memory), oldest first.
+    pub fn memory_records(&self) -> Vec<MemoryRecord> {
+        self.shared.records.lock().clone()
     }
 
     /// Gives every page without a live slice back to the driver, in both memories.

@@ -59,3 +59,18 @@ fn a_persistent_window_puts_weights_in_the_persistent_pool() {
     assert_eq!(client.read_blocking(&weights).unwrap(), vec![1; 4096]);
     drop(activation);
 }
+
+#[test]
+fn record_memory_keeps_labelled_snapshots() {
+    let Some(client) = fresh() else { return };
+    client.record_memory("empty");
+    let handle = client.create(&[1; 4096]).unwrap();
+    let record = client.record_memory("one buffer");
+    assert_eq!(record.label, "one buffer");
+    assert_eq!(record.report.usage().bytes_in_use, 4096);
+    let records = client.memory_records();
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[0].label, "empty");
+    assert_eq!(records[0].report.usage().bytes_in_use, 0);
+    drop(handle);
+}
