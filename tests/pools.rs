@@ -270,3 +270,35 @@ fn small_reservations_never_share_a_page_with_large_ones() {
     let small_page = memory.get_storage(&small.binding()).unwrap().id;
     assert_ne!(large_page, small_page);
 }
+
+#[test]
+fn a_transient_memory_serves_small_reservations_from_a_big_idle_page() {
+    let exclusive = MemoryPoolOptions {
+        pool_type: PoolType::ExclusivePages {
+            max_alloc_size: 64 * MIB,
+        },
+        dealloc_period: None,
+    };
+    let build = |transient: bool| {
+        let options = MemoryManagementOptions::new("staging").pools(vec![exclusive]);
+        let options = if transient { options.transient() } else { options };
+        MemoryManagement::from_configuration(
+            BytesStorage::default(),
+            &MemoryDeviceProperties::new(1 << 30, 8),
+            MemoryConfiguration::ExclusivePages,
+            options,
+        )
+    };
+    let mut staging = build(true);
+    drop(staging.reserve(32 * MIB).unwrap());
+    let small = staging.reserve(4096).unwrap();
+    assert_eq!(staging.storage().allocations_made(), 1, "the idle 32 MiB page served it");
+    drop(small);
+    // Without the flag a page at most half again as large is reused, so the small
+    // reservation makes its own page and the idle big one goes back.
+    let mut memory = build(false);
+    drop(memory.reserve(32 * MIB).unwrap());
+    let _small = memory.reserve(4096).unwrap();
+    assert_eq!(memory.storage().allocations_made(), 2);
+    assert_eq!(memory.memory_usage().bytes_reserved, 4096);
+}

@@ -53,6 +53,8 @@ pub struct MemoryManagement<S: ComputeStorage> {
     warned_full: Vec<bool>,
     /// The failures the slices of this memory carry.
     graph: ErrorGraph,
+    /// See [`MemoryManagementOptions::transient`].
+    transient: bool,
 }
 
 impl<S: ComputeStorage> core::fmt::Debug for MemoryManagement<S> {
@@ -96,7 +98,8 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             storage,
             properties: properties.clone(),
             warned_full: vec![false; specs.len()],
-            dynamic: layout::instantiate(&specs, properties),
+            dynamic: layout::instantiate(&specs, properties, options.transient),
+            transient: options.transient,
             persistent: WholePagePool::new(
                 PERSISTENT_POOL_POS,
                 MemoryPoolKind::Persistent,
@@ -171,7 +174,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             return Err(InstallMemoryPoolsError::PoolsInUse { bytes_in_use });
         }
         self.warned_full = vec![false; specs.len()];
-        self.dynamic = layout::instantiate(&specs, &self.properties);
+        self.dynamic = layout::instantiate(&specs, &self.properties, self.transient);
         Ok(())
     }
 

@@ -10,6 +10,8 @@ pub struct MemoryManagementOptions {
     pub(crate) name: String,
     pub(crate) mode: MemoryAllocationMode,
     pub(crate) pools: Option<Vec<MemoryPoolOptions>>,
+    /// Exclusive pages reuse any larger free page (allocations are short-lived).
+    pub(crate) transient: bool,
 }
 
 impl MemoryManagementOptions {
@@ -20,7 +22,16 @@ impl MemoryManagementOptions {
             name: name.into(),
             mode: MemoryAllocationMode::Auto,
             pools: None,
+            transient: false,
         }
+    }
+
+    /// Marks the memory's allocations as short-lived (a staging memory for reads):
+    /// exclusive pages then serve any reservation that fits, the smallest fitting page
+    /// first, instead of only those within half again their size.
+    pub fn transient(mut self) -> Self {
+        self.transient = true;
+        self
     }
 
     /// The mode in force when no window is open (see

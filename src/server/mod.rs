@@ -82,7 +82,9 @@ impl Server {
             WgpuStorage::new(device.clone(), STAGING_USAGE, staging_properties.alignment),
             &staging_properties,
             MemoryConfiguration::ExclusivePages,
-            MemoryManagementOptions::new("staging").pools(vec![staging_pool]),
+            MemoryManagementOptions::new("staging")
+                .pools(vec![staging_pool])
+                .transient(),
         );
         Self {
             device,

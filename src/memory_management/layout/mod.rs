@@ -70,10 +70,12 @@ pub(crate) fn preset(
     }
 }
 
-/// Builds the pools of a layout. Positions are the list indices.
+/// Builds the pools of a layout. Positions are the list indices. `transient`: exclusive
+/// pages reuse any larger free page (see `MemoryManagementOptions::transient`).
 pub(crate) fn instantiate(
     specs: &[PoolSpec],
     properties: &MemoryDeviceProperties,
+    transient: bool,
 ) -> Vec<DynamicPool> {
     let alignment = properties.alignment.max(1);
     specs
@@ -81,7 +83,7 @@ pub(crate) fn instantiate(
         .take(MAX_POOLS)
         .enumerate()
         .map(|(position, spec)| match spec {
-            PoolSpec::Options(option) => build_pool(position as u8, option, alignment),
+            PoolSpec::Options(option) => build_pool(position as u8, option, alignment, transient),
             PoolSpec::Adaptive => DynamicPool::Adaptive(AdaptivePool::new(
                 position as u8,
                 properties.max_page_size,
@@ -91,7 +93,12 @@ pub(crate) fn instantiate(
         .collect()
 }
 
-fn build_pool(position: u8, option: &MemoryPoolOptions, alignment: u64) -> DynamicPool {
+fn build_pool(
+    position: u8,
+    option: &MemoryPoolOptions,
+    alignment: u64,
+    transient: bool,
+) -> DynamicPool {
     match option.pool_type {
         PoolType::SlicedPages {
             page_size,
@@ -115,7 +122,11 @@ fn build_pool(position: u8, option: &MemoryPoolOptions, alignment: u64) -> Dynam
                 },
                 max_alloc_size,
                 alignment,
-                Reuse::Similar,
+                if transient {
+                    Reuse::AnyLarger
+                } else {
+                    Reuse::Similar
+                },
                 release,
             ))
         }

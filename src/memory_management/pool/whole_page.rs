@@ -18,6 +18,9 @@ pub(crate) enum Reuse {
     Similar,
     /// Only a free page of exactly the aligned size (direct, persistent, dedicated).
     Exact,
+    /// The smallest free page at least as large (short-lived allocations such as staging
+    /// for reads: a big idle page serves small reads instead of being re-made).
+    AnyLarger,
 }
 
 /// When free pages go back to the driver (besides an explicit cleanup, which always
@@ -116,6 +119,7 @@ impl WholePagePool {
         let largest = match self.reuse {
             Reuse::Similar => effective.saturating_add(effective / 2),
             Reuse::Exact => effective,
+            Reuse::AnyLarger => u64::MAX,
         };
         let &(bytes, index) = self
             .free
@@ -153,7 +157,7 @@ impl WholePagePool {
             // Exclusive pages: free pages the request could not use are a bet on sizes
             // coming back. Keep that bet no larger than the pages in use, so reserved
             // stays under twice the peak in use when sizes drift (field scenario C01).
-            _ if self.reuse == Reuse::Similar => self.release_until(
+            _ if self.reuse != Reuse::Exact => self.release_until(
                 storage,
                 |pool| pool.free_bytes <= pool.reserved - pool.free_bytes,
                 now,
