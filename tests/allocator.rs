@@ -208,3 +208,25 @@ fn a_released_slice_sheds_its_failure() {
     let again = memory.reserve(256).unwrap();
     assert_eq!(memory.failure(&again.binding(), 0..256), None);
 }
+
+/// Host storage refuses what it cannot hold instead of aborting, and refuses a range
+/// outside its page.
+#[test]
+fn bytes_storage_refuses_impossible_requests() {
+    use cubecl_runtime::server::IoError;
+    use wgpu_memory::storage::{StorageHandle, StorageUtilization};
+    let mut storage = BytesStorage::default();
+    assert!(matches!(
+        storage.alloc(u64::MAX / 2),
+        Err(IoError::OutOfMemory { .. })
+    ));
+    let page = storage.alloc(64).unwrap();
+    let outside = StorageHandle::new(
+        page.id,
+        StorageUtilization {
+            offset: 60,
+            size: 8,
+        },
+    );
+    assert!(storage.get(&outside).is_err());
+}

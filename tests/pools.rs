@@ -281,7 +281,11 @@ fn a_transient_memory_serves_small_reservations_from_a_big_idle_page() {
     };
     let build = |transient: bool| {
         let options = MemoryManagementOptions::new("staging").pools(vec![exclusive]);
-        let options = if transient { options.transient() } else { options };
+        let options = if transient {
+            options.transient()
+        } else {
+            options
+        };
         MemoryManagement::from_configuration(
             BytesStorage::default(),
             &MemoryDeviceProperties::new(1 << 30, 8),
@@ -292,7 +296,11 @@ fn a_transient_memory_serves_small_reservations_from_a_big_idle_page() {
     let mut staging = build(true);
     drop(staging.reserve(32 * MIB).unwrap());
     let small = staging.reserve(4096).unwrap();
-    assert_eq!(staging.storage().allocations_made(), 1, "the idle 32 MiB page served it");
+    assert_eq!(
+        staging.storage().allocations_made(),
+        1,
+        "the idle 32 MiB page served it"
+    );
     drop(small);
     // Without the flag a page at most half again as large is reused, so the small
     // reservation makes its own page and the idle big one goes back.
@@ -301,4 +309,61 @@ fn a_transient_memory_serves_small_reservations_from_a_big_idle_page() {
     let _small = memory.reserve(4096).unwrap();
     assert_eq!(memory.storage().allocations_made(), 2);
     assert_eq!(memory.memory_usage().bytes_reserved, 4096);
+}
+
+/// Out of memory in a later pool, after an earlier capped pool spilled, still triggers
+/// the cleanup and retry (the capacity error must not hide it).
+#[test]
+fn out_of_memory_after_a_spill_still_cleans_up_and_retries() {
+    let direct = MemoryPoolOptions {
+        pool_type: PoolType::Direct { reclaim_at: None },
+        dealloc_period: None,
+    };
+    let mut memory = MemoryManagement::from_configuration(
+        BytesStorage::with_capacity(8 * MIB),
+        &MemoryDeviceProperties::new(1 << 30, 32),
+        MemoryConfiguration::default(),
+        MemoryManagementOptions::new("spill").pools(vec![sliced(MIB, Some(MIB)), direct]),
+    );
+    let _full = memory.reserve(MIB).unwrap();
+    drop(memory.reserve(6 * MIB).unwrap());
+    // The capped pool is full; the direct pool's cached 6 MiB page leaves no room for a
+    // new 2 MiB page until the cleanup gives it back.
+    let served = memory.reserve(2 * MIB);
+    assert!(served.is_ok(), "{:?}", served.err());
+    assert_eq!(memory.memory_usage().bytes_reserved, 3 * MIB);
+}
+
+/// Any pool type, any size: a reservation over the largest page is BufferTooBig, never
+/// an overflow.
+#[test]
+fn huge_requests_are_buffer_too_big_in_every_pool_type() {
+    let direct = MemoryPoolOptions {
+        pool_type: PoolType::Direct { reclaim_at: None },
+        dealloc_period: None,
+    };
+    let mut memory = memory(Some(vec![direct]));
+    for size in [u64::MAX, u64::MAX - 1, (1 << 30) + 1] {
+        match memory.reserve(size) {
+            Err(ReserveError::BufferTooBig { requested, limit }) => {
+                assert_eq!((requested, limit), (size, 1 << 30))
+            }
+            other => panic!("expected BufferTooBig for {size}, got {other:?}"),
+        }
+    }
+}
+
+/// A hand-written page size that is not a multiple of the alignment is rounded up, so
+/// a reservation of the page's size fits its aligned size.
+#[test]
+fn an_unaligned_page_size_is_rounded_up() {
+    let mut memory = MemoryManagement::from_configuration(
+        BytesStorage::default(),
+        &MemoryDeviceProperties::new(1 << 30, 256),
+        MemoryConfiguration::default(),
+        MemoryManagementOptions::new("unaligned").pools(vec![sliced(1000, None)]),
+    );
+    let handle = memory.reserve(1000).unwrap();
+    assert_eq!(memory.memory_usage().bytes_reserved, 1024);
+    drop(handle);
 }

@@ -204,8 +204,11 @@ impl Client {
     /// read issues no GPU work.
     ///
     /// # Errors
-    /// [`ClientError::Reserve`] when no staging memory is left, [`ClientError::Map`] when
-    /// mapping fails, [`ClientError::Memory`] for a stale handle.
+    /// [`ClientError::Unwritten`] when a failure claims bytes of the handle (the report
+    /// names the root wgpu error and the skipped kernels); [`ClientError::Unallocated`]
+    /// when the handle has no slice; [`ClientError::Reserve`] when no staging memory is
+    /// left; [`ClientError::Wgpu`] when wgpu refuses the copy; [`ClientError::Map`] when
+    /// mapping fails.
     pub fn read(
         &self,
         handle: &Handle,
@@ -274,10 +277,15 @@ impl Client {
     /// `@group(0) @binding(i)` (a storage buffer at the handle's offset, its size rounded
     /// up to 4 bytes, at least 4).
     ///
+    /// When an input carries a failure (bytes an earlier failed operation left
+    /// unwritten), the launch is not dispatched and returns `Ok(())`: its outputs take the
+    /// same failure, which a read of them reports with this kernel in its chain.
+    ///
     /// # Errors
     /// [`ClientError::TooManyWorkgroups`], [`ClientError::TooManyBindings`] against the
-    /// device's limits; [`ClientError::Wgpu`] when the shader does not compile or the
-    /// bindings do not match it; [`ClientError::Memory`] for a stale handle.
+    /// device's limits; [`ClientError::Wgpu`] when the shader does not compile, the
+    /// bindings do not match it, or the device was lost (the outputs then carry that
+    /// error); [`ClientError::Memory`] for a stale handle.
     pub fn launch(
         &self,
         kernel: &Kernel,

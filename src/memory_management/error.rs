@@ -5,8 +5,9 @@ use cubecl_runtime::server::IoError;
 
 /// Why [`MemoryManagement::reserve`](super::MemoryManagement::reserve) returned no handle.
 ///
-/// Every variant carries what was asked (`requested`, in bytes), the limit that refused
-/// it, and what the memory held at that moment, so the message alone says what to change.
+/// Every variant carries what was asked (`requested`, in bytes) and, where they apply, the
+/// limit that refused it and what the memory held at that moment, so the message alone
+/// says what to change.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReserveError {

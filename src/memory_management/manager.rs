@@ -9,7 +9,7 @@ use super::layout::{self, MAX_POOLS, PoolSpec};
 use super::options::MemoryManagementOptions;
 use super::pool::slices::{SliceTable, not_found};
 use super::pool::whole_page::{Release, Reuse, WholePagePool};
-use super::pool::{DynamicPool, GrowError};
+use super::pool::{DynamicPool, GrowError, align_up};
 use super::taint::Taint;
 use super::usage::format_bytes;
 use crate::storage::{ComputeStorage, StorageHandle};
@@ -242,16 +242,16 @@ impl<S: ComputeStorage> MemoryManagement<S> {
 
     fn reserve_routed(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
         let now = self.reservations;
-        let max_page = self.properties.max_page_size;
+        let largest = self.largest_page();
         let (pool, position) = match self.current_mode() {
             MemoryAllocationMode::Persistent => (&mut self.persistent, PERSISTENT_POOL_POS),
             MemoryAllocationMode::Dedicated => (&mut self.dedicated, DEDICATED_POOL_POS),
             MemoryAllocationMode::Auto => return self.reserve_dynamic(size),
         };
-        if size > max_page {
+        if align_up(size.max(1), self.properties.alignment.max(1)) > largest {
             return Err(ReserveError::BufferTooBig {
                 requested: size,
-                limit: max_page,
+                limit: largest,
             });
         }
         if let Some(handle) = pool.try_reserve(size, now) {
@@ -265,6 +265,13 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// pool that can grow does (a capped full pool spills to the next accepting one).
     fn reserve_dynamic(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
         let now = self.reservations;
+        let largest = self.largest_page();
+        if align_up(size.max(1), self.properties.alignment.max(1)) > largest {
+            return Err(ReserveError::BufferTooBig {
+                requested: size,
+                limit: largest,
+            });
+        }
         // Room already held in any accepting pool comes before a new page anywhere
         // (upstream grew the first accepting pool while a later one had room).
         for pool in &mut self.dynamic {
@@ -289,7 +296,13 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                     spilled = Some(grow_error(error, size, position as u8, cap));
                 }
                 Err(error) => {
-                    return Err(spilled.unwrap_or(grow_error(error, size, position as u8, cap)));
+                    let error = grow_error(error, size, position as u8, cap);
+                    // Out of memory must surface as such, so `reserve` cleans up and
+                    // retries; other errors defer to an earlier pool's capacity error.
+                    return Err(match spilled {
+                        Some(spilled) if !error.is_out_of_memory() => spilled,
+                        _ => error,
+                    });
                 }
             }
         }
@@ -337,6 +350,13 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             }
             other => other,
         }
+    }
+
+    /// The largest page this memory makes, in bytes: the device's largest page rounded
+    /// down to the alignment. No reservation whose aligned size exceeds it can succeed.
+    pub fn largest_page(&self) -> u64 {
+        let alignment = self.properties.alignment.max(1);
+        self.properties.max_page_size / alignment * alignment
     }
 
     /// The largest free slice of any page of any pool, in bytes.

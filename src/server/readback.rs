@@ -198,16 +198,38 @@ impl Server {
                     }
                 });
         });
-        if let Some(error) = error {
-            return Err(wgpu_error("read", error));
-        }
-        Ok(Some(PendingMap {
+        let map = PendingMap {
             staging,
             buffer: target.buffer,
             range,
             parts: layout,
             state,
-        }))
+        };
+        if let Some(error) = error {
+            // The map may still be pending: keep the staging slice out of reuse until it
+            // completes (an error path, so waiting here is fine).
+            self.settle_failed_map(&map);
+            return Err(wgpu_error("read", error));
+        }
+        Ok(Some(map))
+    }
+
+    /// Polls until a map whose read failed completes, and unmaps it if it mapped.
+    fn settle_failed_map(&self, map: &PendingMap) {
+        for _ in 0..1000 {
+            if map.finish_abandoned() {
+                return;
+            }
+            if self
+                .device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .is_err()
+            {
+                break;
+            }
+        }
+        tracing::error!("a failed read's staging map never completed; its slice is leaked");
+        std::mem::forget(map.staging.clone());
     }
 
     /// Reads `size` bytes at `offset` of `handle`, polling the device on this thread (for

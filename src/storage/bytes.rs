@@ -83,6 +83,19 @@ impl ComputeStorage for BytesStorage {
                 reason: "no page with this id".into(),
                 backtrace: Default::default(),
             })?;
+        let page_size = page.lock().len() as u64;
+        let end = handle.offset().checked_add(handle.size());
+        if end.is_none_or(|end| end > page_size) {
+            return Err(IoError::StorageHandleNotFound {
+                reason: format!(
+                    "the range {}+{} bytes is outside its page of {page_size} bytes",
+                    handle.offset(),
+                    handle.size()
+                )
+                .into(),
+                backtrace: Default::default(),
+            });
+        }
         Ok(BytesResource {
             page: page.clone(),
             offset: handle.offset(),
@@ -100,9 +113,18 @@ impl ComputeStorage for BytesStorage {
                 backtrace: Default::default(),
             });
         }
+        let out_of_memory = || IoError::OutOfMemory {
+            size,
+            backtrace: Default::default(),
+        };
+        let length = usize::try_from(size).map_err(|_| out_of_memory())?;
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(length)
+            .map_err(|_| out_of_memory())?;
+        bytes.resize(length, 0);
         let id = StorageId::new();
-        self.pages
-            .insert(id, Arc::new(Mutex::new(vec![0; size as usize])));
+        self.pages.insert(id, Arc::new(Mutex::new(bytes)));
         self.allocated += size;
         self.allocations_made += 1;
         Ok(StorageHandle::new(

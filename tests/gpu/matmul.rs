@@ -25,7 +25,7 @@ fn matmul_64_96_80_matches_cpu() {
     });
 }
 
-/// Sizes that are not multiples of the 16-wide tile.
+/// Sizes that are not multiples of the 64-wide block.
 #[test]
 fn matmul_off_tile_sizes_match_cpu() {
     check(Dims {

@@ -29,6 +29,9 @@ pub(crate) enum PoolSpec {
     Options(MemoryPoolOptions),
     /// Pages sized after the allocations served ([`AdaptivePool`]).
     Adaptive,
+    /// A sliced pool that takes only sizes up to `max_slice_size` (the adaptive layout's
+    /// small pool).
+    Small { page_size: u64, max_slice_size: u64 },
 }
 
 /// The dealloc period of a preset's exclusive pool: larger pages wait longer before they
@@ -56,14 +59,10 @@ pub(crate) fn preset(
             let alignment = properties.alignment.max(1);
             let page_size = align_up(SMALL_PAGE.min(properties.max_page_size), alignment);
             vec![
-                PoolSpec::Options(MemoryPoolOptions {
-                    pool_type: PoolType::SlicedPages {
-                        page_size,
-                        max_slice_size: SMALL_SLICE.min(page_size),
-                        max_pool_size: None,
-                    },
-                    dealloc_period: None,
-                }),
+                PoolSpec::Small {
+                    page_size,
+                    max_slice_size: SMALL_SLICE.min(page_size),
+                },
                 PoolSpec::Adaptive,
             ]
         }
@@ -84,6 +83,13 @@ pub(crate) fn instantiate(
         .enumerate()
         .map(|(position, spec)| match spec {
             PoolSpec::Options(option) => build_pool(position as u8, option, alignment, transient),
+            PoolSpec::Small {
+                page_size,
+                max_slice_size,
+            } => DynamicPool::Sliced(
+                SlicedPool::new(position as u8, *page_size, *max_slice_size, None, alignment)
+                    .without_near_page(),
+            ),
             PoolSpec::Adaptive => DynamicPool::Adaptive(AdaptivePool::new(
                 position as u8,
                 properties.max_page_size,
@@ -151,17 +157,13 @@ mod tests {
         let properties = MemoryDeviceProperties::new(128 << 20, 256);
         let specs = preset(&MemoryConfiguration::Adaptive, &properties);
         assert_eq!(specs.len(), 2);
-        assert!(matches!(
+        assert_eq!(
             specs[0],
-            PoolSpec::Options(MemoryPoolOptions {
-                pool_type: PoolType::SlicedPages {
-                    page_size: 2097152,
-                    max_slice_size: 65536,
-                    max_pool_size: None
-                },
-                ..
-            })
-        ));
+            PoolSpec::Small {
+                page_size: 2097152,
+                max_slice_size: 65536
+            }
+        );
         assert_eq!(specs[1], PoolSpec::Adaptive);
     }
 }

@@ -97,12 +97,13 @@ impl AdaptivePool {
     }
 
     pub(crate) fn accept(&self, size: u64) -> bool {
-        size <= self.max_page_size
+        align_up(size.max(1), self.granule) <= self.max_accepted()
     }
 
-    /// The largest reservation the pool accepts, in bytes.
+    /// The largest reservation the pool accepts, in bytes: the largest page, rounded down
+    /// to the alignment.
     pub(crate) fn max_accepted(&self) -> u64 {
-        self.max_page_size
+        self.max_page_size / self.granule * self.granule
     }
 
     /// The band of an aligned size: huge above a sixteenth of the largest page.

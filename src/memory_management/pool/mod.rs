@@ -23,9 +23,10 @@ use slices::SliceTable;
 use whole_page::WholePagePool;
 
 /// Rounds `value` up to a multiple of `granule` (any non-zero granule, not only powers
-/// of two: a device may report an alignment of 48).
+/// of two: a device may report an alignment of 48). Saturates at `u64::MAX`, which no
+/// page can hold, so an absurd request fails its size check instead of wrapping.
 pub(crate) fn align_up(value: u64, granule: u64) -> u64 {
-    value.div_ceil(granule) * granule
+    value.div_ceil(granule).saturating_mul(granule)
 }
 
 /// Why a pool could not add the page a reservation needs.

@@ -2,7 +2,7 @@
 
 use super::pages::{MAX_PAGES, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
-use super::{GrowError, PoolStats};
+use super::{GrowError, PoolStats, align_up};
 use crate::storage::ComputeStorage;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
 
@@ -13,6 +13,8 @@ pub(crate) struct SlicedPool {
     max_slice_size: u64,
     /// `None` when uncapped.
     max_pages: Option<u64>,
+    /// Whether sizes over `max_slice_size` that fill most of a page are accepted.
+    near_page: bool,
     slices: SliceTable,
     stats: PoolStats,
 }
@@ -31,13 +33,15 @@ impl SlicedPool {
         let granule = alignment.max(1);
         let page_size = match max_pool_size {
             Some(cap) if cap < page_size => (cap / granule * granule).max(granule),
-            _ => page_size.max(granule),
+            // Rounded up: a page must hold any size it accepts, aligned.
+            _ => align_up(page_size.max(1), granule),
         };
         let max_pages = max_pool_size.map(|cap| (cap / page_size).min(MAX_PAGES));
         Self {
             pages: SlicedPages::new(page_size, granule),
             max_slice_size: max_slice_size.min(page_size),
             max_pages,
+            near_page: true,
             slices: SliceTable::new(pool),
             stats: PoolStats::default(),
         }
@@ -50,12 +54,22 @@ impl SlicedPool {
     pub(crate) fn accept(&self, size: u64) -> bool {
         let page_size = self.pages.page_size();
         size <= self.max_slice_size
-            || (self.max_pages.is_none() && size <= page_size && 5 * (page_size - size) < page_size)
+            || (self.near_page
+                && self.max_pages.is_none()
+                && size <= page_size
+                && 5 * (page_size - size) < page_size)
+    }
+
+    /// The pool takes only sizes up to `max_slice_size` (a small pool in front of an
+    /// adaptive one, whose near-page requests belong to the adaptive pool).
+    pub(crate) fn without_near_page(mut self) -> Self {
+        self.near_page = false;
+        self
     }
 
     /// The largest reservation the pool accepts, in bytes.
     pub(crate) fn max_accepted(&self) -> u64 {
-        if self.max_pages.is_none() {
+        if self.near_page && self.max_pages.is_none() {
             self.pages.page_size()
         } else {
             self.max_slice_size
