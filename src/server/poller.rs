@@ -6,9 +6,10 @@
 //! 2. With no guard alive the thread sleeps on a condition variable: an idle client costs
 //!    nothing.
 //! 3. A read dropped before its map completed hands its staging slice to the poller
-//!    ([`Poller::abandon`]); once the map completes the poller unmaps the buffer and drops
-//!    the staging handle, so the slice goes back to its pool and is never copied into
-//!    while mapped.
+//!    ([`Poller::abandon`]), which holds it in a [`PendingDropQueue`] behind a fence that
+//!    passes once the map completed; the flush after that unmaps the buffer and drops the
+//!    staging handle, so the slice goes back to its pool and is never copied into while
+//!    its map is pending or mapped.
 //! 4. Dropping the poller stops and joins the thread.
 //!
 //! The thread never takes the client's lock, so polling never blocks threads that submit.
@@ -18,7 +19,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::readback::PendingMap;
+use super::readback::{AbandonedRead, MapFence, MapSlot, PendingMap};
+use crate::memory_management::drop_queue::PendingDropQueue;
 
 /// How long one poll waits for submissions before the thread looks at its state again.
 const POLL_SLICE: Duration = Duration::from_millis(50);
@@ -33,7 +35,26 @@ struct Shared {
     device: wgpu::Device,
     state: Mutex<State>,
     wake: Condvar,
-    abandoned: Mutex<Vec<PendingMap>>,
+    abandoned: Mutex<Abandoned>,
+}
+
+/// Abandoned reads and the map slots of those staged since the last flush.
+struct Abandoned {
+    queue: PendingDropQueue<MapFence>,
+    staged: Vec<MapSlot>,
+}
+
+impl Abandoned {
+    fn is_idle(&self) -> bool {
+        self.queue.staged_len() == 0 && self.queue.pending_len() == 0
+    }
+
+    /// Releases the batch whose maps completed and fences the one staged since.
+    fn flush(&mut self, device: &wgpu::Device) {
+        let maps = std::mem::take(&mut self.staged);
+        let device = device.clone();
+        self.queue.flush(move || MapFence { device, maps });
+    }
 }
 
 /// The poller thread of one client.
@@ -53,7 +74,10 @@ impl Poller {
             device,
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
-            abandoned: Mutex::new(Vec::new()),
+            abandoned: Mutex::new(Abandoned {
+                queue: PendingDropQueue::default(),
+                staged: Vec::new(),
+            }),
         });
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
@@ -86,7 +110,11 @@ impl Poller {
         // Under the state lock, so the thread cannot miss the wake-up between its check
         // and its wait.
         let _state = self.shared.state.lock();
-        self.shared.abandoned.lock().push(map);
+        let read = AbandonedRead::new(map);
+        let mut abandoned = self.shared.abandoned.lock();
+        abandoned.staged.push(read.map_state());
+        let bytes = read.size();
+        abandoned.queue.push(read, bytes);
         self.shared.wake.notify_one();
     }
 }
@@ -101,7 +129,15 @@ impl Drop for PollGuard {
 impl Drop for Poller {
     fn drop(&mut self) {
         self.shared.state.lock().stop = true;
-        self.shared.abandoned.lock().clear();
+        let device = self.shared.device.clone();
+        let mut abandoned = self.shared.abandoned.lock();
+        let maps = std::mem::take(&mut abandoned.staged);
+        let mut maps = Some(maps);
+        abandoned.queue.drain(|| MapFence {
+            device: device.clone(),
+            maps: maps.take().unwrap_or_default(),
+        });
+        drop(abandoned);
         self.shared.wake.notify_one();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -113,7 +149,7 @@ fn run(shared: &Shared) {
     loop {
         {
             let mut state = shared.state.lock();
-            while state.active == 0 && !state.stop && shared.abandoned.lock().is_empty() {
+            while state.active == 0 && !state.stop && shared.abandoned.lock().is_idle() {
                 shared.wake.wait(&mut state);
             }
             if state.stop {
@@ -128,10 +164,10 @@ fn run(shared: &Shared) {
     }
 }
 
-/// Unmaps and releases the abandoned reads whose maps completed.
+/// Releases the abandoned reads whose fence passed, and fences the newer ones.
 fn release_abandoned(shared: &Shared) {
-    shared
-        .abandoned
-        .lock()
-        .retain(|map| !map.finish_abandoned());
+    let mut abandoned = shared.abandoned.lock();
+    if !abandoned.is_idle() {
+        abandoned.flush(&shared.device);
+    }
 }

@@ -16,6 +16,7 @@
 use super::poller::{PollGuard, Poller};
 use super::{Server, wgpu_error};
 use crate::client::{ClientError, Handle, ReadBytes};
+use crate::memory_management::drop_queue::{Fence, FenceError};
 use crate::memory_management::{Claim, FailureReport};
 use crate::storage::wgpu_storage::error::capture;
 use crate::storage::wgpu_storage::limits::COPY_ALIGNMENT;
@@ -61,6 +62,67 @@ impl Drop for Mapping {
         // The view must go before the unmap; the staging handle goes last.
         drop(self.view.take());
         self.buffer.unmap();
+    }
+}
+
+/// A read nobody awaits any more, held in the poller's drop queue until its map
+/// completed; dropping it then unmaps the range and lets the staging slice go back.
+pub(crate) struct AbandonedRead(PendingMap);
+
+impl AbandonedRead {
+    pub(crate) fn new(map: PendingMap) -> Self {
+        Self(map)
+    }
+
+    /// The map's completion slot, for the fence that guards it.
+    pub(crate) fn map_state(&self) -> MapSlot {
+        MapSlot(self.0.state.clone())
+    }
+
+    /// Bytes of its staging range.
+    pub(crate) fn size(&self) -> u64 {
+        self.0.size()
+    }
+}
+
+impl Drop for AbandonedRead {
+    fn drop(&mut self) {
+        if !self.0.finish_abandoned() {
+            // Still pending (the fence lied or the device is gone): keep the slice out
+            // of reuse for good rather than let a copy target a buffer being mapped.
+            std::mem::forget(self.0.staging.clone());
+        }
+    }
+}
+
+/// The completion slot of one map.
+pub(crate) struct MapSlot(Arc<Mutex<MapState>>);
+
+/// A [`Fence`] passed once every map of a batch of abandoned reads completed (with or
+/// without success): polls the device until then.
+pub(crate) struct MapFence {
+    pub(crate) device: wgpu::Device,
+    pub(crate) maps: Vec<MapSlot>,
+}
+
+impl Fence for MapFence {
+    /// # Errors
+    /// [`FenceError::Failed`] when polling fails or the maps never complete: the
+    /// staging slices are then kept, not reused.
+    fn wait(self) -> Result<(), FenceError> {
+        for _ in 0..1000 {
+            if self.maps.iter().all(|map| map.0.lock().result.is_some()) {
+                return Ok(());
+            }
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|error| FenceError::Failed {
+                    message: error.to_string(),
+                })?;
+        }
+        Err(FenceError::Failed {
+            message: "abandoned reads' maps never completed".to_string(),
+        })
     }
 }
 
