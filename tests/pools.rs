@@ -87,7 +87,8 @@ fn install_refuses_while_slices_live_and_resets_marks_after() {
     assert_eq!(
         memory.install_memory_pools(vec![sliced(2 * MIB, None)]),
         Err(InstallMemoryPoolsError::PoolsInUse {
-            bytes_in_use: MIB / 2
+            bytes_in_use: MIB / 2,
+            allocations: 1
         })
     );
     // The old layout is untouched: its cap still refuses a second page.
@@ -103,6 +104,26 @@ fn install_refuses_while_slices_live_and_resets_marks_after() {
     assert_eq!(report.dynamic.len(), 1);
     assert_eq!(report.dynamic[0].pages_peak, 0, "fresh high-water marks");
     assert!(memory.reserve(2 * MIB).is_ok());
+}
+
+/// A live zero-size allocation blocks an install too, and the error counts it.
+#[test]
+fn install_counts_live_zero_size_allocations() {
+    let mut memory = memory(None);
+    let empty = memory.reserve(0).unwrap();
+    assert_eq!(
+        memory.install_configuration(MemoryConfiguration::ExclusivePages),
+        Err(InstallMemoryPoolsError::PoolsInUse {
+            bytes_in_use: 0,
+            allocations: 1
+        })
+    );
+    drop(empty);
+    assert!(
+        memory
+            .install_configuration(MemoryConfiguration::ExclusivePages)
+            .is_ok()
+    );
 }
 
 #[test]

@@ -9,11 +9,13 @@ pub enum InstallMemoryPoolsError {
     /// an install; swapping the pools under them would lose them. Transient: retry once
     /// the handles (and bindings) are dropped.
     #[error(
-        "cannot install a new pool layout: {bytes_in_use} bytes are still in use in the dynamic pools; drop those handles and retry"
+        "cannot install a new pool layout: {allocations} allocations ({bytes_in_use} bytes) are still live in the dynamic pools; drop those handles and bindings and retry"
     )]
     PoolsInUse {
         /// Bytes in use in the dynamic pools, in bytes.
         bytes_in_use: u64,
+        /// Live allocations in the dynamic pools (zero-size ones included).
+        allocations: u64,
     },
     /// The layout has more dynamic pools than a handle's location can name (254: a
     /// `u8` pool index, with 254 and 255 taken by the dedicated and persistent pools).

@@ -171,7 +171,10 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         // A live zero-size slice blocks too, though it counts no bytes.
         if usage.number_allocs > 0 {
             let bytes_in_use = usage.bytes_in_use;
-            return Err(InstallMemoryPoolsError::PoolsInUse { bytes_in_use });
+            return Err(InstallMemoryPoolsError::PoolsInUse {
+                bytes_in_use,
+                allocations: usage.number_allocs,
+            });
         }
         self.warned_full = vec![false; specs.len()];
         self.dynamic = layout::instantiate(&specs, &self.properties, self.transient);

@@ -35,8 +35,11 @@ fn install_memory_pools_from_toml_then_refuse_while_in_use() {
     assert_eq!(client.read_blocking(&small).unwrap(), vec![7; 1000]);
 
     match client.install_memory_pools(&pools) {
-        Err(ClientError::Install(InstallMemoryPoolsError::PoolsInUse { bytes_in_use })) => {
-            assert_eq!(bytes_in_use, 101_000)
+        Err(ClientError::Install(InstallMemoryPoolsError::PoolsInUse {
+            bytes_in_use,
+            allocations,
+        })) => {
+            assert_eq!((bytes_in_use, allocations), (101_000, 2))
         }
         other => panic!("expected PoolsInUse, got {other:?}"),
     }

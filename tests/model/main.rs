@@ -154,7 +154,7 @@ proptest! {
                     let dynamic_live = live.iter().any(|(_, _, dynamic)| *dynamic);
                     match install(&mut memory, layout) {
                         Ok(()) => prop_assert!(!dynamic_live, "installed over live slices"),
-                        Err(InstallMemoryPoolsError::PoolsInUse { bytes_in_use }) => {
+                        Err(InstallMemoryPoolsError::PoolsInUse { bytes_in_use, .. }) => {
                             prop_assert!(dynamic_live);
                             let expected: u64 = live.iter().filter(|l| l.2).map(|l| l.1).sum();
                             prop_assert_eq!(bytes_in_use, expected);

@@ -18,7 +18,7 @@ fn install_refused_while_in_use_then_applied() {
     let a = memory.reserve(MIB).unwrap();
     let b = memory.reserve(MIB).unwrap();
     match memory.install_memory_pools(vec![sliced(4 * MIB, 4 * MIB, Some(8 * MIB))]) {
-        Err(InstallMemoryPoolsError::PoolsInUse { bytes_in_use }) => {
+        Err(InstallMemoryPoolsError::PoolsInUse { bytes_in_use, .. }) => {
             assert_eq!(bytes_in_use, 2 * MIB)
         }
         other => panic!("expected PoolsInUse, got {other:?}"),
