@@ -104,7 +104,8 @@ impl Client {
     }
 
     /// Opens the default adapter (a discrete GPU when there is one, then any other,
-    /// software adapters such as lavapipe included) with its own limits, and makes a
+    /// software adapters such as lavapipe included) of the Vulkan, Metal or DX12 backend
+    /// (or the backends named in `WGPU_BACKEND`) with its own limits, and makes a
     /// client over it, laid out by the `memory.pools` config when one is found (the file
     /// named by `WGPU_MEMORY_CONFIG`, else `wgpu-memory.toml` in the working directory),
     /// else by the default (adaptive) layout.
@@ -119,7 +120,10 @@ impl Client {
 
     async fn open_default_async() -> Result<Self, ClientError> {
         let pools = load_memory_config()?.and_then(|config| config.pools);
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        // Vulkan, Metal and DX12 (lavapipe is Vulkan); `WGPU_BACKEND` overrides.
+        let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
+        descriptor.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY);
+        let instance = wgpu::Instance::new(descriptor);
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,
