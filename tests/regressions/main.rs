@@ -2,76 +2,21 @@
 //! section 9 ("upstream quirks / latent bugs") and section 8.5 (fix commits) of
 //! `reference/upstream-semantics.md`. One test per item; the test name says which.
 
+#[path = "../scenarios/common.rs"]
+mod common;
 #[path = "../scenarios/fake.rs"]
 mod fake;
 
+use common::{GIB, KIB, MIB, direct, exclusive, explicit, preset, sliced};
 use cubecl_runtime::memory_management::{
     ManagedMemoryHandle, MemoryAllocationMode, MemoryPoolKind, MemoryUsage, optimal_align,
 };
 use cubecl_runtime::server::IoError;
 use fake::FakeStorage;
 use wgpu_memory::memory_management::{
-    Cleanup, MemoryConfiguration, MemoryDeviceProperties, MemoryManagement,
-    MemoryManagementOptions, MemoryPoolOptions, PoolType, ReserveError,
+    Cleanup, MemoryConfiguration, MemoryManagement, ReserveError,
 };
 use wgpu_memory::storage::ComputeStorage;
-
-const KIB: u64 = 1 << 10;
-const MIB: u64 = 1 << 20;
-const GIB: u64 = 1 << 30;
-
-fn explicit<S: ComputeStorage>(
-    storage: S,
-    max_page_size: u64,
-    alignment: u64,
-    pools: Vec<MemoryPoolOptions>,
-) -> MemoryManagement<S> {
-    MemoryManagement::from_configuration(
-        storage,
-        &MemoryDeviceProperties::new(max_page_size, alignment),
-        MemoryConfiguration::default(),
-        MemoryManagementOptions::new("regression").pools(pools),
-    )
-}
-
-fn preset<S: ComputeStorage>(
-    storage: S,
-    max_page_size: u64,
-    alignment: u64,
-    config: MemoryConfiguration,
-) -> MemoryManagement<S> {
-    MemoryManagement::from_configuration(
-        storage,
-        &MemoryDeviceProperties::new(max_page_size, alignment),
-        config,
-        MemoryManagementOptions::new("regression"),
-    )
-}
-
-fn sliced(page_size: u64, max_slice_size: u64, cap: Option<u64>) -> MemoryPoolOptions {
-    MemoryPoolOptions {
-        pool_type: PoolType::SlicedPages {
-            page_size,
-            max_slice_size,
-            max_pool_size: cap,
-        },
-        dealloc_period: None,
-    }
-}
-
-fn exclusive(max_alloc_size: u64, dealloc_period: Option<u64>) -> MemoryPoolOptions {
-    MemoryPoolOptions {
-        pool_type: PoolType::ExclusivePages { max_alloc_size },
-        dealloc_period,
-    }
-}
-
-fn direct(reclaim_at: Option<u64>) -> MemoryPoolOptions {
-    MemoryPoolOptions {
-        pool_type: PoolType::Direct { reclaim_at },
-        dealloc_period: None,
-    }
-}
 
 fn offset<S: ComputeStorage>(memory: &MemoryManagement<S>, handle: &ManagedMemoryHandle) -> u64 {
     memory
