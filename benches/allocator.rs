@@ -12,6 +12,10 @@
 //! trace once at a reduced size and fails if either side errors or panics.
 //! See `benches/README.md`.
 
+#[path = "support/median.rs"]
+mod support_median;
+use support_median::median;
+
 use std::cell::Cell;
 use std::fmt::Display;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -564,22 +568,13 @@ static TIMINGS: Mutex<Vec<Timing>> = Mutex::new(Vec::new());
 /// Median ns/op of the calls made for `(trace, side)`, and how many calls there were.
 fn median_ns_per_op(trace: &str, side: &str) -> Option<(f64, usize)> {
     let timings = TIMINGS.lock().unwrap();
-    let mut values: Vec<f64> = timings
+    let values: Vec<f64> = timings
         .iter()
         .filter(|t| t.trace == trace && t.side == side)
         .map(|t| t.ns_per_op)
         .collect();
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
     let n = values.len();
-    let median = if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    };
-    Some((median, n))
+    median(values).map(|median| (median, n))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -19,6 +19,10 @@
 //! `BENCH_QUICK=1` shortens criterion's measurement. `cargo test --benches` runs every
 //! function once at a reduced size (4 MiB, 50 handles). See `benches/README.md`.
 
+#[path = "support/median.rs"]
+mod support_median;
+use support_median::median;
+
 use std::hint::black_box;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -391,22 +395,13 @@ fn timed(
 /// Median seconds per iteration of `(case, side)`, and how many calls there were.
 fn median_seconds(case: &str, side: &str) -> Option<(f64, usize)> {
     let timings = TIMINGS.lock().unwrap();
-    let mut values: Vec<f64> = timings
+    let values: Vec<f64> = timings
         .iter()
         .filter(|t| t.case == case && t.side == side)
         .map(|t| t.seconds)
         .collect();
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
     let n = values.len();
-    let median = if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    };
-    Some((median, n))
+    median(values).map(|median| (median, n))
 }
 
 type Routine = fn(&Setup) -> u64;
