@@ -42,6 +42,8 @@ pub struct MemoryManagement<S: ComputeStorage> {
     name: String,
     storage: S,
     properties: MemoryDeviceProperties,
+    /// [`largest_page`](Self::largest_page), computed once: every reservation checks it.
+    largest_page: u64,
     dynamic: Vec<DynamicPool>,
     persistent: WholePagePool,
     dedicated: WholePagePool,
@@ -97,6 +99,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             name: options.name,
             storage,
             properties: properties.clone(),
+            largest_page: max_page / alignment * alignment,
             warned_full: vec![false; specs.len()],
             dynamic: layout::instantiate(&specs, properties, options.transient),
             transient: options.transient,
@@ -358,8 +361,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// The largest page this memory makes, in bytes: the device's largest page rounded
     /// down to the alignment. No reservation whose aligned size exceeds it can succeed.
     pub fn largest_page(&self) -> u64 {
-        let alignment = self.properties.alignment.max(1);
-        self.properties.max_page_size / alignment * alignment
+        self.largest_page
     }
 
     /// The largest free slice of any page of any pool, in bytes.

@@ -58,6 +58,9 @@ struct Band {
 #[derive(Debug)]
 pub(crate) struct AdaptivePool {
     max_page_size: u64,
+    /// The largest page rounded down to the alignment (computed once: `accept` runs on
+    /// every reservation).
+    max_accepted: u64,
     granule: u64,
     /// Tiers by index (a slice records its tier); `None` once a tier is gone.
     tiers: Vec<Option<Tier>>,
@@ -85,9 +88,11 @@ fn ladder_up(bytes: u64) -> u64 {
 
 impl AdaptivePool {
     pub(crate) fn new(pool: u8, max_page_size: u64, alignment: u64) -> Self {
+        let granule = alignment.max(1);
         Self {
             max_page_size,
-            granule: alignment.max(1),
+            max_accepted: max_page_size / granule * granule,
+            granule,
             tiers: Vec::new(),
             bands: Vec::new(),
             slices: SliceTable::new(pool),
@@ -103,7 +108,7 @@ impl AdaptivePool {
     /// The largest reservation the pool accepts, in bytes: the largest page, rounded down
     /// to the alignment.
     pub(crate) fn max_accepted(&self) -> u64 {
-        self.max_page_size / self.granule * self.granule
+        self.max_accepted
     }
 
     /// The band of an aligned size: huge above a sixteenth of the largest page.
@@ -124,7 +129,7 @@ impl AdaptivePool {
             let target = (peak_live / PAGES_PER_WORKING_SET).clamp(largest, largest * MAX_PER_PAGE);
             ladder_up(target).max(MIN_PAGE)
         };
-        align_up(page, self.granule).min(self.max_page_size / self.granule * self.granule)
+        align_up(page, self.granule).min(self.max_accepted)
     }
 
     fn effective(&self, size: u64) -> u64 {

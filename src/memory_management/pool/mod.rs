@@ -25,7 +25,16 @@ use whole_page::WholePagePool;
 /// Rounds `value` up to a multiple of `granule` (any non-zero granule, not only powers
 /// of two: a device may report an alignment of 48). Saturates at `u64::MAX`, which no
 /// page can hold, so an absurd request fails its size check instead of wrapping.
+///
+/// Device alignments are powers of two in practice (WebGPU requires it of
+/// `min_storage_buffer_offset_alignment`), and this runs several times per reservation:
+/// that case is a mask instead of a division.
+#[inline]
 pub(crate) fn align_up(value: u64, granule: u64) -> u64 {
+    if granule.is_power_of_two() {
+        let mask = granule - 1;
+        return value.checked_add(mask).map_or(u64::MAX, |v| v & !mask);
+    }
     value.div_ceil(granule).saturating_mul(granule)
 }
 
@@ -164,5 +173,25 @@ impl DynamicPool {
             DynamicPool::WholePage(pool) => pool.report(),
             DynamicPool::Adaptive(pool) => pool.report(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::align_up;
+
+    /// The mask path and the division path agree, and both saturate instead of wrapping.
+    #[test]
+    fn align_up_rounds_and_saturates_for_any_granule() {
+        for granule in [1u64, 32, 48, 256, 4096] {
+            for value in [0u64, 1, 47, 48, 255, 256, 257, 1 << 40] {
+                let expected = value.div_ceil(granule) * granule;
+                assert_eq!(align_up(value, granule), expected, "{value} / {granule}");
+            }
+            if granule > 1 {
+                assert_eq!(align_up(u64::MAX - 1, granule), u64::MAX);
+            }
+        }
+        assert_eq!(align_up(u64::MAX - 300, 256), u64::MAX - 255);
     }
 }

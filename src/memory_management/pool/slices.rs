@@ -135,7 +135,8 @@ impl SliceTable {
             Sweep::All => len,
         };
         for _ in 0..visits {
-            let index = self.cursor % len;
+            // A compare instead of `%`: this runs on every reservation.
+            let index = if self.cursor >= len { 0 } else { self.cursor };
             self.cursor = index + 1;
             if self.slots[index]
                 .as_ref()
