@@ -360,11 +360,37 @@ impl Tlsf {
         if let Some(index) = self.head_if_fits(fl, sl, size) {
             return Some(index);
         }
-        let (fl, sl) = size_class_ceil(size)?;
-        let (fl, sl) = self.first_nonempty_bin(fl, sl)?;
-        let index = self.head_if_fits(fl, sl, size);
-        debug_assert!(index.is_some(), "ceil bin holds a block too small");
-        index
+        let ceil = size_class_ceil(size).and_then(|(fl, sl)| self.first_nonempty_bin(fl, sl));
+        match ceil {
+            Some((fl, sl)) => {
+                let index = self.head_if_fits(fl, sl, size);
+                debug_assert!(index.is_some(), "ceil bin holds a block too small");
+                index
+            }
+            // Before the caller gives up (and adds a page), look behind the head of the
+            // request's own bin: a block there may fit though the O(1) search skips it.
+            None => self.best_in_bin(fl, sl, size),
+        }
+    }
+
+    /// The smallest block of bin `(fl, sl)` holding at least `size` bytes: a walk of
+    /// the bin's list, taken only when the O(1) search found nothing.
+    fn best_in_bin(&mut self, fl: u32, sl: u32, size: u64) -> Option<u32> {
+        let mut best: Option<u32> = None;
+        let mut cursor = self.bins[fl as usize][sl as usize];
+        while cursor != NIL {
+            #[cfg(test)]
+            {
+                self.last_visits += 1;
+            }
+            let node = &self.nodes[cursor as usize];
+            let better = best.is_none_or(|b| node.size < self.nodes[b as usize].size);
+            if node.size >= size && better {
+                best = Some(cursor);
+            }
+            cursor = node.next_free;
+        }
+        best
     }
 
     /// Head of bin `(fl, sl)` if it holds at least `size` bytes.

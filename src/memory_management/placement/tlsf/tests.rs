@@ -355,3 +355,16 @@ proptest! {
         prop_assert_eq!((tlsf.region_count(), tlsf.free_bytes()), (0, 0));
     }
 }
+
+/// A fitting block behind the head of the request's own bin is found before the index
+/// reports no room (which would make the pool add a page).
+#[test]
+fn fitting_block_behind_the_bin_head_is_found() {
+    // 1008 and 1015 share bin (5, 31); the later region is filed at the head.
+    let mut tlsf = Tlsf::new(1);
+    tlsf.add_region(0, 1015);
+    tlsf.add_region(1, 1008);
+    let block = tlsf.allocate(1012).expect("region 0 holds 1015 bytes");
+    assert_eq!((block.region, block.offset, block.size), (0, 0, 1012));
+    assert_eq!(tlsf.allocate(1012), None);
+}
