@@ -2,7 +2,7 @@
 //!
 //! - [`sliced`]: pages of one size carved into slices through [`placement`](super::placement).
 //! - [`whole_page`]: one allocation per page (exclusive pages, direct allocations, the
-//!   persistent pool, dedicated allocations).
+//!   persistent pool, dedicated allocations), kept in [`solo_pages`].
 //!
 //! Every pool answers the same questions: does it accept a size, can it serve it from
 //! what it holds (`try_reserve`), can it grow to serve it (`grow`), and what does it
@@ -12,6 +12,7 @@ pub(crate) mod adaptive;
 pub(crate) mod pages;
 pub(crate) mod sliced;
 pub(crate) mod slices;
+pub(crate) mod solo_pages;
 pub(crate) mod whole_page;
 
 use crate::storage::ComputeStorage;

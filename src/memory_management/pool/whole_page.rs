@@ -5,10 +5,10 @@
 //! pages go back to the driver ([`Release`]); the bookkeeping is shared.
 
 use super::slices::{Slice, SliceTable, Sweep};
+use super::solo_pages::{SoloPage, SoloPages};
 use super::{GrowError, PoolStats, align_up};
 use crate::storage::{ComputeStorage, StorageHandle, StorageUtilization};
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
-use std::collections::BTreeSet;
 
 /// Which free page a reservation may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,12 +37,6 @@ pub(crate) enum Release {
     Immediately,
 }
 
-#[derive(Debug)]
-struct Page {
-    storage: StorageHandle,
-    freed_at: u64,
-}
-
 /// A pool of one-allocation pages.
 #[derive(Debug)]
 pub(crate) struct WholePagePool {
@@ -51,14 +45,7 @@ pub(crate) struct WholePagePool {
     granule: u64,
     reuse: Reuse,
     release: Release,
-    pages: Vec<Option<Page>>,
-    vacant_pages: Vec<u32>,
-    /// Free pages as (bytes, index): ordered so the best fit is one range query.
-    free: BTreeSet<(u64, u32)>,
-    /// Bytes of the pages in `free`.
-    free_bytes: u64,
-    reserved: u64,
-    page_count: u64,
+    pages: SoloPages,
     last_idle_check: u64,
     slices: SliceTable,
     stats: PoolStats,
@@ -79,12 +66,7 @@ impl WholePagePool {
             granule: alignment.max(1),
             reuse,
             release,
-            pages: Vec::new(),
-            vacant_pages: Vec::new(),
-            free: BTreeSet::new(),
-            free_bytes: 0,
-            reserved: 0,
-            page_count: 0,
+            pages: SoloPages::default(),
             last_idle_check: 0,
             slices: SliceTable::new(pool),
             stats: PoolStats::default(),
@@ -121,12 +103,7 @@ impl WholePagePool {
             Reuse::Exact => effective,
             Reuse::AnyLarger => u64::MAX,
         };
-        let &(bytes, index) = self
-            .free
-            .range((effective, 0)..=(largest, u32::MAX))
-            .next()?;
-        self.free.remove(&(bytes, index));
-        self.free_bytes -= bytes;
+        let index = self.pages.take_free(effective, largest)?;
         Some(self.occupy(index, size))
     }
 
@@ -134,10 +111,11 @@ impl WholePagePool {
     /// padding only: a reused page's extra bytes count as reserved, not padding.
     fn occupy(&mut self, index: u32, size: u64) -> ManagedMemoryHandle {
         let padding = self.effective(size) - size;
-        let page = self.pages[index as usize]
-            .as_ref()
+        let page = self
+            .pages
+            .storage(index)
             .expect("a free-list entry names a held page");
-        let storage = StorageHandle::new(page.storage.id, StorageUtilization { offset: 0, size });
+        let storage = StorageHandle::new(page.id, StorageUtilization { offset: 0, size });
         self.stats.served(size);
         self.slices.insert_slice(storage, padding, index, None, 0)
     }
@@ -151,15 +129,17 @@ impl WholePagePool {
     ) -> Result<ManagedMemoryHandle, GrowError> {
         let effective = self.effective(size);
         let released = match self.release {
-            Release::Watermark(watermark) => {
-                self.release_until(storage, |pool| pool.reserved + effective <= watermark, now)
-            }
+            Release::Watermark(watermark) => self.release_until(
+                storage,
+                |pages| pages.reserved() + effective <= watermark,
+                now,
+            ),
             // Exclusive pages: free pages the request could not use are a bet on sizes
             // coming back. Keep that bet no larger than the pages in use, so reserved
             // stays under twice the peak in use when sizes drift (field scenario C01).
             _ if self.reuse != Reuse::Exact => self.release_until(
                 storage,
-                |pool| pool.free_bytes <= pool.reserved - pool.free_bytes,
+                |pages| pages.free_bytes() <= pages.reserved() - pages.free_bytes(),
                 now,
             ),
             _ => false,
@@ -169,34 +149,15 @@ impl WholePagePool {
             storage.flush();
         }
         let page = storage.alloc(effective).map_err(GrowError::Storage)?;
-        let index = match self.vacant_pages.pop() {
-            Some(index) => index,
-            None => {
-                self.pages.push(None);
-                (self.pages.len() - 1) as u32
-            }
-        };
-        self.pages[index as usize] = Some(Page {
-            storage: page,
-            freed_at: now,
-        });
-        self.reserved += effective;
-        self.page_count += 1;
-        self.stats.pages_peak = self.stats.pages_peak.max(self.page_count);
+        let index = self.pages.add(page, now);
+        self.stats.pages_peak = self.stats.pages_peak.max(self.pages.count());
         Ok(self.occupy(index, size))
     }
 
     pub(crate) fn sweep(&mut self, sweep: Sweep, now: u64) {
         let pages = &mut self.pages;
-        let free = &mut self.free;
-        let free_bytes = &mut self.free_bytes;
-        self.slices.sweep(sweep, |slice: Slice| {
-            if let Some(page) = pages[slice.page as usize].as_mut() {
-                page.freed_at = now;
-                free.insert((page.storage.size(), slice.page));
-                *free_bytes += page.storage.size();
-            }
-        });
+        self.slices
+            .sweep(sweep, |slice: Slice| pages.mark_free(slice.page, now));
     }
 
     /// The periodic cleanup: gives back pages its [`Release`] rule says are unused.
@@ -212,7 +173,7 @@ impl WholePagePool {
                 self.sweep(Sweep::All, now);
                 self.release_where(storage, |page| now.saturating_sub(page.freed_at) >= period);
             }
-            Release::Immediately if self.page_count > 0 => {
+            Release::Immediately if self.pages.count() > 0 => {
                 self.sweep(Sweep::All, now);
                 self.release_where(storage, |_| true);
             }
@@ -229,15 +190,9 @@ impl WholePagePool {
     fn release_where<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
-        mut rule: impl FnMut(&Page) -> bool,
+        rule: impl FnMut(&SoloPage) -> bool,
     ) {
-        let candidates: Vec<(u64, u32)> = self.free.iter().copied().collect();
-        for (bytes, index) in candidates {
-            let releasable = self.pages[index as usize].as_ref().is_some_and(&mut rule);
-            if releasable {
-                self.release_page(storage, bytes, index);
-            }
-        }
+        self.pages.release_where(storage, rule);
     }
 
     /// Releases free pages, longest idle first, until `enough` holds; returns whether it
@@ -245,42 +200,14 @@ impl WholePagePool {
     fn release_until<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
-        enough: impl Fn(&Self) -> bool,
+        enough: impl Fn(&SoloPages) -> bool,
         now: u64,
     ) -> bool {
-        if enough(self) {
+        if enough(&self.pages) {
             return false;
         }
-        let before = self.page_count;
         self.sweep(Sweep::All, now);
-        let mut candidates: Vec<(u64, u64, u32)> = self
-            .free
-            .iter()
-            .filter_map(|&(bytes, index)| {
-                let page = self.pages[index as usize].as_ref()?;
-                Some((page.freed_at, bytes, index))
-            })
-            .collect();
-        candidates.sort_unstable();
-        for (_, bytes, index) in candidates {
-            if enough(self) {
-                break;
-            }
-            self.release_page(storage, bytes, index);
-        }
-        self.page_count < before
-    }
-
-    fn release_page<S: ComputeStorage>(&mut self, storage: &mut S, bytes: u64, index: u32) {
-        if self.free.remove(&(bytes, index)) {
-            self.free_bytes -= bytes;
-        }
-        if let Some(page) = self.pages[index as usize].take() {
-            storage.dealloc(page.storage.id);
-            self.reserved -= bytes;
-            self.page_count -= 1;
-            self.vacant_pages.push(index);
-        }
+        self.pages.release_until(storage, enough)
     }
 
     pub(crate) fn slices(&self) -> &SliceTable {
@@ -293,14 +220,14 @@ impl WholePagePool {
 
     /// The largest free page, in bytes.
     pub(crate) fn largest_free(&self) -> u64 {
-        self.free.iter().next_back().map_or(0, |&(bytes, _)| bytes)
+        self.pages.largest_free()
     }
 
     pub(crate) fn report(&self) -> MemoryPoolReport {
         MemoryPoolReport {
             kind: self.kind,
-            usage: self.slices.sums().into_usage(self.reserved),
-            pages: self.page_count,
+            usage: self.slices.sums().into_usage(self.pages.reserved()),
+            pages: self.pages.count(),
             pages_peak: self.stats.pages_peak,
             pages_unmapped: 0,
             largest_alloc: self.stats.largest_alloc,
