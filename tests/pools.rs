@@ -282,6 +282,23 @@ fn adaptive_pages_follow_the_largest_allocation_and_outdated_pages_go_back() {
     drop((large, again));
 }
 
+/// A workload of small tensors only reserves 512 KiB pages of the small pool: a few
+/// KiB live cost one such page, not megabytes (the allocator bench's `tiny` trace).
+#[test]
+fn small_reservations_take_512_kib_pages() {
+    const KIB: u64 = 1 << 10;
+    let mut memory = memory(None);
+    let handles: Vec<_> = (0..64).map(|_| memory.reserve(4 * KIB).unwrap()).collect();
+    let usage = memory.memory_usage();
+    assert_eq!(usage.bytes_in_use, 256 * KIB);
+    assert_eq!(usage.bytes_reserved, 512 * KIB);
+    let more: Vec<_> = (0..64).map(|_| memory.reserve(4 * KIB).unwrap()).collect();
+    assert_eq!(memory.memory_usage().bytes_reserved, 512 * KIB);
+    let spill = memory.reserve(4 * KIB).unwrap();
+    assert_eq!(memory.memory_usage().bytes_reserved, 1024 * KIB);
+    drop((handles, more, spill));
+}
+
 #[test]
 fn small_reservations_never_share_a_page_with_large_ones() {
     let mut memory = memory(None);

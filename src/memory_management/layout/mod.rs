@@ -16,7 +16,7 @@ pub(crate) use exclusive_pages::exclusive_pages;
 /// The largest reservation the adaptive layout's small pool takes, in bytes.
 pub(crate) const SMALL_SLICE: u64 = 64 << 10;
 /// The page size of the adaptive layout's small pool, in bytes.
-pub(crate) const SMALL_PAGE: u64 = 2 << 20;
+pub(crate) const SMALL_PAGE: u64 = 512 << 10;
 
 /// The most dynamic pools a layout may have: a handle names its pool in a `u8`, and
 /// positions 254 and 255 are the dedicated and persistent pools.
@@ -44,7 +44,8 @@ pub(crate) fn scaled_period(bytes: u64) -> u64 {
 /// The pools of a preset configuration.
 ///
 /// `Adaptive`: small reservations (up to 64 KiB) in a sliced pool of their own with
-/// 2 MiB pages; everything else in the adaptive pool.
+/// 512 KiB pages (at least eight of its largest slices per page, and a small workload
+/// reserves little); everything else in the adaptive pool.
 pub(crate) fn preset(
     config: &MemoryConfiguration,
     properties: &MemoryDeviceProperties,
@@ -160,7 +161,7 @@ mod tests {
         assert_eq!(
             specs[0],
             PoolSpec::Small {
-                page_size: 2097152,
+                page_size: 524288,
                 max_slice_size: 65536
             }
         );
