@@ -247,23 +247,29 @@ fn adaptive_pages_follow_the_largest_allocation_and_outdated_pages_go_back() {
         report.dynamic[1].kind
     );
     assert_eq!(report.dynamic[1].pages, 1);
-    // A 3 MiB allocation does not fit those pages: a tier of 3 MiB pages takes over and
-    // the 2 MiB page, still holding live slices, is outdated.
+    // A 3 MiB allocation does not fit those pages: a tier of 4 MiB pages (the largest
+    // allocation plus a MiB of slack) takes over and the 2 MiB page, still holding live
+    // slices, is outdated.
     let large = memory.reserve(3 * MIB).unwrap();
     let report = memory.memory_report();
     assert!(
         matches!(
             report.dynamic[1].kind,
-            MemoryPoolKind::Adaptive { page_size, outdated_pages: 1 } if page_size == 3 * MIB
+            MemoryPoolKind::Adaptive { page_size, outdated_pages: 1 } if page_size == 4 * MIB
         ),
         "{:?}",
         report.dynamic[1].kind
     );
-    // The outdated page serves nothing new: a 300 KiB request goes to a 3 MiB page.
+    // The outdated page serves nothing new: a 300 KiB request goes into the slack beside
+    // the 3 MiB allocation, not into the outdated page's free space.
     let again = memory.reserve(300 * 1024).unwrap();
     let report = memory.memory_report();
-    assert_eq!(report.dynamic[1].pages, 3);
-    assert_eq!(report.dynamic[1].usage.bytes_reserved, 2 * MIB + 6 * MIB);
+    assert_eq!(report.dynamic[1].pages, 2);
+    assert_eq!(report.dynamic[1].usage.bytes_reserved, 2 * MIB + 4 * MIB);
+    assert_eq!(
+        memory.get_storage(&again.clone().binding()).unwrap().id,
+        memory.get_storage(&large.clone().binding()).unwrap().id
+    );
     // Once its slices are dropped, the outdated page goes back.
     drop(small);
     memory.cleanup(Cleanup::Periodic);
@@ -278,8 +284,27 @@ fn adaptive_pages_follow_the_largest_allocation_and_outdated_pages_go_back() {
             ..
         }
     ));
-    assert_eq!(report.dynamic[1].usage.bytes_reserved % (3 * MIB), 0);
+    assert_eq!(report.dynamic[1].usage.bytes_reserved % (4 * MIB), 0);
     drop((large, again));
+}
+
+/// Equal large tensors (the matmul's three 4 MiB matrices) get pages of exactly their
+/// size: the slack beside the largest allocation is only made once the pool served
+/// something small enough to use it.
+#[test]
+fn equal_large_tensors_reserve_what_they_use() {
+    let mut memory = memory(None);
+    let tensors: Vec<_> = (0..3).map(|_| memory.reserve(4 * MIB).unwrap()).collect();
+    let usage = memory.memory_usage();
+    assert_eq!(usage.bytes_in_use, 12 * MIB);
+    assert_eq!(usage.bytes_reserved, 12 * MIB);
+    // A smaller tensor does not fit beside them: the tier adds one more page of its size
+    // (its pages still fit everything the pool serves), which the next ones share.
+    let biases: Vec<_> = (0..8)
+        .map(|_| memory.reserve(512 * 1024).unwrap())
+        .collect();
+    assert_eq!(memory.memory_usage().bytes_reserved, 16 * MIB);
+    drop((tensors, biases));
 }
 
 /// A workload of small tensors only reserves 512 KiB pages of the small pool: a few

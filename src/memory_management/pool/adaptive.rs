@@ -5,14 +5,16 @@
 //! scenario C17), while every other size shares pages and packs with its neighbours.
 //! Each band has a *current* tier: pages of one size, chosen from what the band served:
 //!
-//! - shared band: about a sixteenth of the band's peak live bytes, so its working set
-//!   spans several pages and the last page's slack stays small against it; at least the
-//!   largest allocation served (it must fit), at most four of it, at least 2 MiB;
+//! - shared band: the largest allocation served plus [`PAGE_SLACK`] (when the band served
+//!   anything that small), rounded up to a MiB, so every page leaves room for smaller
+//!   allocations beside the largest; and at least
+//!   a sixteenth of the band's peak live bytes (rounded up to a coarse ladder of sixteen
+//!   steps per power of two), so a large working set of small allocations spans a few
+//!   big pages rather than many small ones; at least [`MIN_PAGE`];
 //! - huge band: one allocation per page, rounded up to a MiB, so a huge allocation
 //!   reserves about its own size.
 //!
-//! Shared page sizes are rounded up to a coarse ladder (sixteen steps per power of two,
-//! at least [`MIN_PAGE`]). Lifecycle of a tier:
+//! Lifecycle of a tier:
 //!
 //! 1. It is made, with its first page, when a band's request does not fit its current
 //!    pages or the page size the band wants doubled; it then takes over the band.
@@ -22,6 +24,12 @@
 //!    that holds no live slice: free pages are a bet that their sizes come back, and a
 //!    pool that is growing has lost that bet. A repeating workload adds no page in its
 //!    steady state, so it loses nothing to this.
+//!
+//! The slack rule and "a new tier only when a request does not fit" are what the
+//! allocator bench (benches/README.md) measured best over repeated passes: a page sized
+//! to the largest allocation alone packs the next-largest ones badly, and replacing a
+//! tier whenever an allocation fits it poorly strands the allocations of the tier it
+//! replaced.
 
 use super::pages::{MAX_PAGES, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
@@ -31,11 +39,11 @@ use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, Mem
 
 /// The smallest page a shared tier makes, in bytes.
 pub(crate) const MIN_PAGE: u64 = 2 << 20;
-/// The most allocations of the band's largest size a shared page is sized for.
-const MAX_PER_PAGE: u64 = 4;
-/// A page aims at this fraction (1 / n) of the band's peak live bytes. Chosen on the
-/// allocator bench's traces (benches/README.md): 4 and 8 lose on drifting sizes and
-/// random sizes, 16 keeps page slack small against the working set.
+/// Room a shared page keeps beside the largest allocation it was sized for, in bytes.
+pub(crate) const PAGE_SLACK: u64 = 1 << 20;
+/// Page sizes are multiples of this many bytes.
+const PAGE_GRANULE: u64 = 1 << 20;
+/// A page is at least this fraction (1 / n) of the band's peak live bytes.
 const PAGES_PER_WORKING_SET: u64 = 16;
 
 #[derive(Debug)]
@@ -50,8 +58,21 @@ struct Tier {
 struct Band {
     current: Option<usize>,
     largest: u64,
+    /// The smallest allocation served; `None` before the first.
+    smallest: Option<u64>,
     live: u64,
     peak_live: u64,
+}
+
+impl Band {
+    /// The band as it would be once it also serves `effective` bytes.
+    fn serving(mut self, effective: u64) -> Self {
+        self.largest = self.largest.max(effective);
+        self.smallest = Some(self.smallest.map_or(effective, |s| s.min(effective)));
+        self.live += effective;
+        self.peak_live = self.peak_live.max(self.live);
+        self
+    }
 }
 
 /// Pages sized after the allocations served, per band of sizes.
@@ -73,12 +94,6 @@ pub(crate) struct AdaptivePool {
 /// The shared band and the huge band.
 const SHARED: usize = 0;
 const HUGE: usize = 1;
-
-/// Whether an allocation of `effective` bytes leaves a page of `page_size` bytes poorly
-/// used: only one fits, and it leaves over a quarter of the page empty.
-fn poor_fit(effective: u64, page_size: u64) -> bool {
-    effective * 2 > page_size && (page_size - effective.min(page_size)) * 4 > page_size
-}
 
 /// `bytes` rounded up to the ladder of page sizes: sixteen steps per power of two.
 fn ladder_up(bytes: u64) -> u64 {
@@ -120,14 +135,21 @@ impl AdaptivePool {
         }
     }
 
-    /// The page size a band wants, given its largest allocation and peak live bytes.
-    fn page_size_for(&self, band: usize, largest: u64, peak_live: u64) -> u64 {
+    /// The page size a band wants after what it served.
+    fn page_size_for(&self, band: usize, served: &Band) -> u64 {
         let page = if band == HUGE {
             // One per page: about its own size.
-            align_up(largest, 1 << 20)
+            align_up(served.largest, PAGE_GRANULE)
         } else {
-            let target = (peak_live / PAGES_PER_WORKING_SET).clamp(largest, largest * MAX_PER_PAGE);
-            ladder_up(target).max(MIN_PAGE)
+            // Room beside the largest is for smaller allocations: a band that served
+            // none (equal large tensors) gets pages of exactly the largest.
+            let slack = match served.smallest {
+                Some(smallest) if smallest <= PAGE_SLACK => PAGE_SLACK,
+                _ => 0,
+            };
+            align_up(served.largest.saturating_add(slack), PAGE_GRANULE)
+                .max(ladder_up(served.peak_live / PAGES_PER_WORKING_SET))
+                .max(MIN_PAGE)
         };
         align_up(page, self.granule).min(self.max_accepted)
     }
@@ -163,27 +185,18 @@ impl AdaptivePool {
     /// The page size the band wants if it also serves `effective` bytes.
     fn wanted(&self, band: usize, effective: u64) -> u64 {
         let stats = self.bands.get(band).copied().unwrap_or_default();
-        let largest = stats.largest.max(effective);
-        let peak_live = stats.peak_live.max(stats.live + effective);
-        self.page_size_for(band, largest, peak_live)
+        self.page_size_for(band, &stats.serving(effective))
     }
 
     fn place(&mut self, size: u64) -> Option<ManagedMemoryHandle> {
         let effective = self.effective(size);
         let band = self.band_of(effective);
         let tier_index = self.bands.get(band)?.current?;
-        let page_size = self.tiers[tier_index].as_ref()?.pages.page_size();
-        if poor_fit(effective, page_size) && self.wanted(band, effective) != page_size {
-            // Leave it to `grow`, which makes pages of the size the band wants.
-            return None;
-        }
         let tier = self.tiers[tier_index].as_mut()?;
         let placed = tier.pages.place(size)?;
         self.stats.served(size);
         let band = self.band_mut(band);
-        band.largest = band.largest.max(effective);
-        band.live += effective;
-        band.peak_live = band.peak_live.max(band.live);
+        *band = band.serving(effective);
         Some(self.slices.insert(placed, tier_index as u32))
     }
 
@@ -232,17 +245,15 @@ impl AdaptivePool {
     }
 
     /// The band's current tier, unless `effective` outgrew its pages: it does not fit
-    /// one, fits one poorly (see [`poor_fit`]), or the band now wants pages at least twice
-    /// as large. A tier that holds no page is replaced by any other wanted size (that
-    /// costs nothing).
+    /// one, or the band now wants pages at least twice as large. A tier that holds no
+    /// page is replaced by any other wanted size (that costs nothing).
     fn current_if_fitting(&self, band: usize, effective: u64, wanted: u64) -> Option<usize> {
         let index = self.bands.get(band)?.current?;
         let pages = &self.tiers[index].as_ref()?.pages;
         let page_size = pages.page_size();
         let other_size = wanted != page_size;
-        let outgrown = effective > page_size
-            || wanted >= 2 * page_size
-            || (other_size && (pages.count() == 0 || poor_fit(effective, page_size)));
+        let outgrown =
+            effective > page_size || wanted >= 2 * page_size || (other_size && pages.count() == 0);
         (!outgrown).then_some(index)
     }
 
@@ -377,17 +388,34 @@ mod tests {
         assert_eq!(pool.band_of((64 << 20) + 256), HUGE);
     }
 
-    /// Pages: a sixteenth of the working set, between one and four of the largest, at
-    /// least 2 MiB; one per page when huge.
+    /// Shared pages: the largest allocation plus a MiB of slack when the band served
+    /// something that fits the slack, rounded up to a MiB, at least a sixteenth of the
+    /// working set and 2 MiB; one per page when huge.
     #[test]
     fn page_sizes_follow_the_band() {
+        const MIB: u64 = 1 << 20;
         let pool = AdaptivePool::new(0, 1 << 30, 256);
-        assert_eq!(pool.page_size_for(SHARED, 1000, 1000), MIN_PAGE);
-        assert_eq!(pool.page_size_for(SHARED, 1 << 20, 20 << 20), MIN_PAGE);
-        assert_eq!(pool.page_size_for(SHARED, 4 << 20, 160 << 20), 10 << 20);
-        assert_eq!(pool.page_size_for(SHARED, 4 << 20, 400 << 20), 16 << 20);
-        assert_eq!(pool.page_size_for(SHARED, 15 << 20, 15 << 20), 15 << 20);
-        assert_eq!(pool.page_size_for(HUGE, 800 << 20, 800 << 20), 800 << 20);
+        let served = |sizes: &[u64]| {
+            let mut band = Band::default();
+            for &size in sizes {
+                band = band.serving(size);
+            }
+            band
+        };
+        let page = |band, sizes: &[u64]| pool.page_size_for(band, &served(sizes));
+        assert_eq!(page(SHARED, &[1000]), MIN_PAGE);
+        assert_eq!(page(SHARED, &[MIB; 20]), MIN_PAGE);
+        assert_eq!(page(SHARED, &[1000, 3 * MIB + 1]), 5 * MIB);
+        assert_eq!(
+            page(SHARED, &[4 * MIB; 3]),
+            4 * MIB,
+            "equal tensors, no slack"
+        );
+        assert_eq!(page(SHARED, &[1000, 4 * MIB, 4 * MIB]), 5 * MIB);
+        assert_eq!(page(SHARED, &[4 * MIB; 40]), 10 * MIB);
+        assert_eq!(page(SHARED, &[4 * MIB; 100]), 25 * MIB);
+        assert_eq!(page(SHARED, &[15 * MIB]), 15 * MIB);
+        assert_eq!(page(HUGE, &[800 * MIB]), 800 * MIB);
         assert_eq!(ladder_up(1000), 1024);
         assert_eq!(ladder_up(17 << 20), 17 << 20);
     }
