@@ -27,8 +27,9 @@
 //! ```
 //!
 //! # Complexity
-//! - [`Tlsf::allocate`]: O(1): one look at the head of the request's floor
-//!   bin, then two bit scans and the head of the first fitting bin.
+//! - [`Tlsf::allocate`]: O(1): up to `BIN_WALK` (8) blocks of the request's
+//!   own bin for the tightest fit (an exact fit stops at once), then two bit
+//!   scans and the head of the first fitting bin.
 //! - [`Tlsf::free`]: O(1): at most two physical neighbours merged.
 //! - [`Tlsf::add_region`], [`Tlsf::remove_region`], [`Tlsf::is_region_free`],
 //!   [`Tlsf::free_bytes`], [`Tlsf::region_count`]: O(1) (amortised for
@@ -43,8 +44,8 @@
 //! chosen block is split to the exact request and the rest stays free, so an
 //! allocation wastes no bytes beyond the caller's rounding to the granule.
 //! The rounding can pass over a free block less than `size / 32` bytes
-//! larger than the request (the head of the request's own bin is checked
-//! first to reduce that).
+//! larger than the request (up to eight blocks of the request's own bin are
+//! checked first, the tightest taken, to reduce that).
 //!
 //! Nodes live in a slab with a vacant list, so steady-state operations
 //! allocate no heap memory. No hashing is used: the same calls always give
@@ -54,6 +55,9 @@ use super::size_class::{FL_COUNT, SL_COUNT, size_class_ceil, size_class_floor};
 
 /// Index meaning "no node".
 const NIL: u32 = u32::MAX;
+
+/// The most blocks of the request's own bin looked at for the tightest fit.
+const BIN_WALK: usize = 8;
 
 /// Identifies one allocation; stale ids (already freed, or from a node
 /// reused since) are detected through `generation`.
@@ -352,12 +356,14 @@ impl Tlsf {
         index != NIL && self.nodes[index as usize].state == State::Free
     }
 
-    /// Finds a free block of at least `size` bytes without walking lists.
+    /// Finds a free block of at least `size` bytes, walking at most
+    /// [`BIN_WALK`] list entries.
     fn find_block(&mut self, size: u64) -> Option<u32> {
         // The request's own bin may hold a fitting block the ceil search
-        // would skip; looking at its head only keeps this O(1).
+        // would skip, and the tightest one leaves the least behind. A bin
+        // spans 1/32 of its sizes, so its list stays short.
         let (fl, sl) = size_class_floor(size);
-        if let Some(index) = self.head_if_fits(fl, sl, size) {
+        if let Some(index) = self.best_in_bin(fl, sl, size) {
             return Some(index);
         }
         let ceil = size_class_ceil(size).and_then(|(fl, sl)| self.first_nonempty_bin(fl, sl));
@@ -367,25 +373,29 @@ impl Tlsf {
                 debug_assert!(index.is_some(), "ceil bin holds a block too small");
                 index
             }
-            // Before the caller gives up (and adds a page), look behind the head of the
-            // request's own bin: a block there may fit though the O(1) search skips it.
-            None => self.best_in_bin(fl, sl, size),
+            None => None,
         }
     }
 
-    /// The smallest block of bin `(fl, sl)` holding at least `size` bytes: a walk of
-    /// the bin's list, taken only when the O(1) search found nothing.
+    /// The smallest block holding at least `size` bytes among the first [`BIN_WALK`]
+    /// blocks of bin `(fl, sl)`; an exact fit ends the walk at once.
     fn best_in_bin(&mut self, fl: u32, sl: u32, size: u64) -> Option<u32> {
         let mut best: Option<u32> = None;
         let mut cursor = self.bins[fl as usize][sl as usize];
-        while cursor != NIL {
+        for _ in 0..BIN_WALK {
+            if cursor == NIL {
+                break;
+            }
             #[cfg(test)]
             {
                 self.last_visits += 1;
             }
             let node = &self.nodes[cursor as usize];
+            if node.size == size {
+                return Some(cursor);
+            }
             let better = best.is_none_or(|b| node.size < self.nodes[b as usize].size);
-            if node.size >= size && better {
+            if node.size > size && better {
                 best = Some(cursor);
             }
             cursor = node.next_free;
