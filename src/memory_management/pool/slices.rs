@@ -212,7 +212,12 @@ impl SliceTable {
     }
 
     /// Uncounts in `graph` the failures of slices released since the last call.
+    #[inline]
     pub(crate) fn settle(&mut self, graph: &mut ErrorGraph) {
+        // Runs on every reservation; almost always there is nothing to settle.
+        if self.shed.is_empty() {
+            return;
+        }
         for failure in self.shed.drain(..) {
             graph.untag(failure);
         }
