@@ -176,4 +176,44 @@ proptest! {
         prop_assert_eq!(memory.memory_usage().bytes_reserved, 0);
         prop_assert_eq!(memory.storage().pages_held(), 0);
     }
+
+    /// The default (adaptive) layout on a device with 64 MiB pages, with sizes from a
+    /// few bytes to 6 MiB: tiers take over as allocations outgrow them, outdated pages
+    /// drain, and the accounting stays exact throughout.
+    #[test]
+    fn adaptive_tiers_keep_exact_accounting(ops in prop::collection::vec(adaptive_op(), 1..160)) {
+        let mut memory = MemoryManagement::from_configuration(
+            BytesStorage::default(),
+            &MemoryDeviceProperties::new(64 << 20, ALIGN),
+            MemoryConfiguration::default(),
+            MemoryManagementOptions::new("adaptive model"),
+        );
+        let mut live: Vec<Live> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Reserve(size) => live.push((memory.reserve(size).unwrap(), size, true)),
+                Op::Drop(i) if !live.is_empty() => {
+                    let index = i % live.len();
+                    live.swap_remove(index);
+                }
+                Op::Cleanup => memory.cleanup(Cleanup::Explicit),
+                _ => {}
+            }
+            check(&memory, &live);
+        }
+        live.clear();
+        memory.cleanup(Cleanup::Explicit);
+        prop_assert_eq!(memory.memory_usage().bytes_reserved, 0);
+        prop_assert_eq!(memory.storage().pages_held(), 0);
+    }
+}
+
+fn adaptive_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0u64..64 << 10).prop_map(Op::Reserve),
+        3 => (64u64 << 10..1 << 20).prop_map(Op::Reserve),
+        2 => (1u64 << 20..6 << 20).prop_map(Op::Reserve),
+        6 => any::<usize>().prop_map(Op::Drop),
+        1 => Just(Op::Cleanup),
+    ]
 }
