@@ -307,6 +307,26 @@ fn equal_large_tensors_reserve_what_they_use() {
     drop((tensors, biases));
 }
 
+/// A loop that uses both bands of the adaptive pool (a shared-size and a huge
+/// reservation) settles: one band growing does not give back the other band's free
+/// pages, which the next pass would have to make again.
+#[test]
+fn a_loop_over_both_bands_makes_no_page_after_its_first_pass() {
+    let mut memory = MemoryManagement::from_configuration(
+        BytesStorage::default(),
+        &MemoryDeviceProperties::new(64 * MIB, 256),
+        MemoryConfiguration::default(),
+        MemoryManagementOptions::new("bands"),
+    );
+    let mut made = Vec::new();
+    for _ in 0..6 {
+        drop(memory.reserve(MIB).unwrap());
+        drop(memory.reserve(5 * MIB).unwrap());
+        made.push(memory.storage().allocations_made());
+    }
+    assert_eq!(made, vec![made[0]; 6], "pages made after each pass");
+}
+
 /// A workload of small tensors only reserves 512 KiB pages of the small pool: a few
 /// KiB live cost one such page, not megabytes (the allocator bench's `tiny` trace).
 #[test]

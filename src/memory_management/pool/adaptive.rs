@@ -20,9 +20,10 @@
 //!    pages or the page size the band wants doubled; it then takes over the band.
 //! 2. The tier it replaced becomes *outdated*: it serves nothing new and gives each page
 //!    back as the page empties.
-//! 3. Whenever the pool must add a page, it first gives back every page of any tier
-//!    that holds no live slice: free pages are a bet that their sizes come back, and a
-//!    pool that is growing has lost that bet. A repeating workload adds no page in its
+//! 3. Whenever a band must add a page, it first gives back every page of its own tiers
+//!    (and of outdated tiers) that holds no live slice: free pages are a bet that their
+//!    sizes come back, and a band that is growing has lost that bet. The other band's
+//!    free pages stay: its bet is still open. A repeating workload adds no page in its
 //!    steady state, so it loses nothing to this.
 //!
 //! The slack rule and "a new tier only when a request does not fit" are what the
@@ -210,9 +211,11 @@ impl AdaptivePool {
         let effective = self.effective(size);
         let band = self.band_of(effective);
         self.sweep(storage, Sweep::All);
-        // Give the released pages back before the new one is made, so the device never
-        // holds both.
-        if self.release_empty_pages(storage) > 0 {
+        // The band's bet on its free pages is lost; the other band's is not (a loop
+        // that uses both bands would otherwise re-make each band's pages every pass).
+        // Released pages go back before the new one is made, so the device never holds
+        // both.
+        if self.release_where(storage, |tier| tier.band == band || tier.outdated) > 0 {
             storage.flush();
         }
         let wanted = self.wanted(band, effective);
@@ -312,14 +315,10 @@ impl AdaptivePool {
         released
     }
 
-    fn release_empty_pages<S: ComputeStorage>(&mut self, storage: &mut S) -> u64 {
-        self.release_where(storage, |_| true)
-    }
-
     /// Gives every entirely free page back; outdated tiers left without pages are dropped.
     pub(crate) fn release_free_pages<S: ComputeStorage>(&mut self, storage: &mut S) {
         self.sweep(storage, Sweep::All);
-        self.release_empty_pages(storage);
+        self.release_where(storage, |_| true);
     }
 
     fn page_count(&self) -> u64 {
