@@ -58,7 +58,10 @@ pub(crate) fn preset(
         #[allow(unreachable_patterns)]
         _ => {
             let alignment = properties.alignment.max(1);
-            let page_size = align_up(SMALL_PAGE.min(properties.max_page_size), alignment);
+            // Never over the device's largest page: round that down to the alignment
+            // first (a device may report a largest page that is not a multiple of it).
+            let largest = properties.max_page_size / alignment * alignment;
+            let page_size = align_up(SMALL_PAGE.min(largest), alignment).max(alignment);
             vec![
                 PoolSpec::Small {
                     page_size,
@@ -166,5 +169,27 @@ mod tests {
             }
         );
         assert_eq!(specs[1], PoolSpec::Adaptive);
+    }
+
+    /// The small pool's page never exceeds the device's largest page, even when that
+    /// is not a multiple of the alignment.
+    #[test]
+    fn small_page_stays_within_the_largest_page() {
+        for (max_page, alignment, expected) in [
+            (100_003, 4, 100_000),
+            (65_536, 48, 65_520),
+            (300_001, 48, 300_000),
+            (1 << 30, 256, SMALL_PAGE),
+        ] {
+            let properties = MemoryDeviceProperties::new(max_page, alignment);
+            let specs = preset(&MemoryConfiguration::Adaptive, &properties);
+            let PoolSpec::Small { page_size, .. } = specs[0] else {
+                panic!("the first pool is the small pool: {specs:?}");
+            };
+            assert_eq!(
+                page_size, expected,
+                "max page {max_page}, alignment {alignment}"
+            );
+        }
     }
 }
