@@ -269,15 +269,7 @@ fn inference(scale: Scale) -> Trace {
         .collect();
     let mut ops = Vec::new();
     for _ in 0..scale.inference_repeats {
-        for (i, &size) in sizes.iter().enumerate() {
-            ops.push(Op::Reserve {
-                slot: i as u32,
-                size,
-            });
-        }
-        for i in 0..TENSORS {
-            ops.push(Op::Drop { slot: i as u32 });
-        }
+        reserve_then_drop(&mut ops, &sizes);
     }
     Trace {
         name: "inference",
@@ -291,21 +283,27 @@ fn inference(scale: Scale) -> Trace {
     }
 }
 
+/// Appends one step that reserves `sizes[i]` into slot `i`, then drops every slot in
+/// the same order.
+fn reserve_then_drop(ops: &mut Vec<Op>, sizes: &[u64]) {
+    for (slot, &size) in sizes.iter().enumerate() {
+        ops.push(Op::Reserve {
+            slot: slot as u32,
+            size,
+        });
+    }
+    for slot in 0..sizes.len() {
+        ops.push(Op::Drop { slot: slot as u32 });
+    }
+}
+
 /// Field scenario C01: the working size drifts by 1 MiB every 100 steps over 20 sizes.
 fn drifting(scale: Scale) -> Trace {
     const BUFFERS: usize = 8;
     let mut ops = Vec::new();
     for step in 0..scale.drifting_steps as u64 {
         let size = MIB * (1 + (step / 100) % 20);
-        for b in 0..BUFFERS {
-            ops.push(Op::Reserve {
-                slot: b as u32,
-                size,
-            });
-        }
-        for b in 0..BUFFERS {
-            ops.push(Op::Drop { slot: b as u32 });
-        }
+        reserve_then_drop(&mut ops, &[size; BUFFERS]);
     }
     Trace {
         name: "drifting",

@@ -16,9 +16,19 @@ fn memory(pools: Option<Vec<MemoryPoolOptions>>) -> MemoryManagement<BytesStorag
         Some(pools) => options.pools(pools),
         None => options,
     };
+    memory_on(1 << 30, 32, options)
+}
+
+/// A memory on host storage with the default configuration, for a device whose largest
+/// page and alignment are given in bytes.
+fn memory_on(
+    max_page_size: u64,
+    alignment: u64,
+    options: MemoryManagementOptions,
+) -> MemoryManagement<BytesStorage> {
     MemoryManagement::from_configuration(
         BytesStorage::default(),
-        &MemoryDeviceProperties::new(1 << 30, 32),
+        &MemoryDeviceProperties::new(max_page_size, alignment),
         MemoryConfiguration::default(),
         options,
     )
@@ -312,12 +322,7 @@ fn equal_large_tensors_reserve_what_they_use() {
 /// pages, which the next pass would have to make again.
 #[test]
 fn a_loop_over_both_bands_makes_no_page_after_its_first_pass() {
-    let mut memory = MemoryManagement::from_configuration(
-        BytesStorage::default(),
-        &MemoryDeviceProperties::new(64 * MIB, 256),
-        MemoryConfiguration::default(),
-        MemoryManagementOptions::new("bands"),
-    );
+    let mut memory = memory_on(64 * MIB, 256, MemoryManagementOptions::new("bands"));
     let mut made = Vec::new();
     for _ in 0..6 {
         drop(memory.reserve(MIB).unwrap());
@@ -440,12 +445,8 @@ fn huge_requests_are_buffer_too_big_in_every_pool_type() {
 /// a reservation of the page's size fits its aligned size.
 #[test]
 fn an_unaligned_page_size_is_rounded_up() {
-    let mut memory = MemoryManagement::from_configuration(
-        BytesStorage::default(),
-        &MemoryDeviceProperties::new(1 << 30, 256),
-        MemoryConfiguration::default(),
-        MemoryManagementOptions::new("unaligned").pools(vec![sliced(1000, None)]),
-    );
+    let options = MemoryManagementOptions::new("unaligned").pools(vec![sliced(1000, None)]);
+    let mut memory = memory_on(1 << 30, 256, options);
     let handle = memory.reserve(1000).unwrap();
     assert_eq!(memory.memory_usage().bytes_reserved, 1024);
     drop(handle);

@@ -7,10 +7,10 @@
 //!
 //! - shared band: the largest allocation served plus [`PAGE_SLACK`] (when the band served
 //!   anything that small), rounded up to a MiB, so every page leaves room for smaller
-//!   allocations beside the largest; and at least
-//!   a sixteenth of the band's peak live bytes (rounded up to a coarse ladder of sixteen
-//!   steps per power of two), so a large working set of small allocations spans a few
-//!   big pages rather than many small ones; at least [`MIN_PAGE`];
+//!   allocations beside the largest; and at least a sixteenth of the band's peak live
+//!   bytes (rounded up to a coarse ladder of sixteen steps per power of two), so a large
+//!   working set of small allocations spans a few big pages rather than many small ones;
+//!   at least [`MIN_PAGE`];
 //! - huge band: one allocation per page, rounded up to a MiB, so a huge allocation
 //!   reserves about its own size.
 //!
@@ -41,7 +41,7 @@ use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, Mem
 /// The smallest page a shared tier makes, in bytes.
 pub(crate) const MIN_PAGE: u64 = 2 << 20;
 /// Room a shared page keeps beside the largest allocation it was sized for, in bytes.
-pub(crate) const PAGE_SLACK: u64 = 1 << 20;
+const PAGE_SLACK: u64 = 1 << 20;
 /// Page sizes are multiples of this many bytes.
 const PAGE_GRANULE: u64 = 1 << 20;
 /// A page is at least this fraction (1 / n) of the band's peak live bytes.

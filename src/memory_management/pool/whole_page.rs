@@ -5,7 +5,7 @@
 //! pages go back to the driver ([`Release`]); the bookkeeping is shared.
 
 use super::slices::{Slice, SliceTable, Sweep};
-use super::solo_pages::{SoloPage, SoloPages};
+use super::solo_pages::SoloPages;
 use super::{GrowError, PoolStats, align_up};
 use crate::storage::{ComputeStorage, StorageHandle, StorageUtilization};
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
@@ -171,11 +171,12 @@ impl WholePagePool {
                 }
                 self.last_idle_check = now;
                 self.sweep(Sweep::All, now);
-                self.release_where(storage, |page| now.saturating_sub(page.freed_at) >= period);
+                self.pages
+                    .release_where(storage, |page| now.saturating_sub(page.freed_at) >= period);
             }
             Release::Immediately if self.pages.count() > 0 => {
                 self.sweep(Sweep::All, now);
-                self.release_where(storage, |_| true);
+                self.pages.release_where(storage, |_| true);
             }
             _ => {}
         }
@@ -184,15 +185,7 @@ impl WholePagePool {
     /// Gives every free page back.
     pub(crate) fn release_free_pages<S: ComputeStorage>(&mut self, storage: &mut S, now: u64) {
         self.sweep(Sweep::All, now);
-        self.release_where(storage, |_| true);
-    }
-
-    fn release_where<S: ComputeStorage>(
-        &mut self,
-        storage: &mut S,
-        rule: impl FnMut(&SoloPage) -> bool,
-    ) {
-        self.pages.release_where(storage, rule);
+        self.pages.release_where(storage, |_| true);
     }
 
     /// Releases free pages, longest idle first, until `enough` holds; returns whether it
