@@ -2,9 +2,9 @@
 //! exclusive release rules, the adaptive pool.
 
 use wgpu_memory::memory_management::{
-    Cleanup, InstallMemoryPoolsError, MemoryAllocationMode, MemoryConfiguration,
-    MemoryDeviceProperties, MemoryManagement, MemoryManagementOptions, MemoryPoolKind,
-    MemoryPoolOptions, PoolType, ReserveError,
+    Cleanup, InstallMemoryPoolsError, ManagedMemoryHandle, MemoryAllocationMode,
+    MemoryConfiguration, MemoryDeviceProperties, MemoryManagement, MemoryManagementOptions,
+    MemoryPoolKind, MemoryPoolOptions, PoolType, ReserveError,
 };
 use wgpu_memory::storage::BytesStorage;
 
@@ -320,6 +320,36 @@ fn equal_large_tensors_reserve_what_they_use() {
 /// A loop that uses both bands of the adaptive pool (a shared-size and a huge
 /// reservation) settles: one band growing does not give back the other band's free
 /// pages, which the next pass would have to make again.
+/// A tight placement (free space scarce, no exact fit) first polls every dropped
+/// handle: a dropped slice of exactly the requested size is reused, rather than a larger
+/// free block split, even where the few slots swept per reservation have not reached
+/// it yet. Checked for every slice of the page, so wherever the sweep cursor stands.
+#[test]
+fn a_tight_placement_reuses_a_dropped_slice_the_step_sweep_has_not_reached() {
+    const SLICE: u64 = 60 << 10;
+    for dropped in 0..16 {
+        let options = MemoryManagementOptions::new("pools").pools(vec![sliced(MIB, None)]);
+        let mut memory = memory_on(1 << 30, 256, options);
+        // 16 slices of 60 KiB leave a 64 KiB tail: free space is under a third.
+        let mut held: Vec<_> = (0..16).map(|_| memory.reserve(SLICE).unwrap()).collect();
+        let offset_of = |memory: &MemoryManagement<BytesStorage>, handle: &ManagedMemoryHandle| {
+            memory
+                .get_storage(&handle.clone().binding())
+                .unwrap()
+                .offset()
+        };
+        let freed_at = offset_of(&memory, &held[dropped]);
+        drop(held.remove(dropped));
+        let again = memory.reserve(SLICE).unwrap();
+        assert_eq!(
+            offset_of(&memory, &again),
+            freed_at,
+            "slice {dropped}: the 60 KiB reservation split the 64 KiB tail instead"
+        );
+        assert_eq!(memory.memory_usage().bytes_reserved, MIB);
+    }
+}
+
 #[test]
 fn a_loop_over_both_bands_makes_no_page_after_its_first_pass() {
     let mut memory = memory_on(64 * MIB, 256, MemoryManagementOptions::new("bands"));

@@ -173,6 +173,9 @@ impl AdaptivePool {
         size: u64,
     ) -> Option<ManagedMemoryHandle> {
         self.sweep(storage, Sweep::Step);
+        if self.placement_is_tight(size) {
+            self.sweep(storage, Sweep::Poll);
+        }
         if let Some(handle) = self.place(size) {
             return Some(handle);
         }
@@ -187,6 +190,18 @@ impl AdaptivePool {
     fn wanted(&self, band: usize, effective: u64) -> u64 {
         let stats = self.bands.get(band).copied().unwrap_or_default();
         self.page_size_for(band, &stats.serving(effective))
+    }
+
+    /// Whether placing `size` in its band's current tier should wait for a poll (see
+    /// [`SlicedPages::placement_is_tight`]).
+    fn placement_is_tight(&mut self, size: u64) -> bool {
+        let band = self.band_of(self.effective(size));
+        let Some(tier) = self.bands.get(band).and_then(|band| band.current) else {
+            return false;
+        };
+        self.tiers[tier]
+            .as_mut()
+            .is_some_and(|tier| tier.pages.placement_is_tight(size))
     }
 
     fn place(&mut self, size: u64) -> Option<ManagedMemoryHandle> {
@@ -281,10 +296,10 @@ impl AdaptivePool {
     }
 
     /// Frees the slices of dropped handles; outdated tiers give back pages as they empty.
-    pub(crate) fn sweep<S: ComputeStorage>(&mut self, storage: &mut S, sweep: Sweep) {
+    pub(crate) fn sweep<S: ComputeStorage>(&mut self, storage: &mut S, sweep: Sweep) -> usize {
         let (tiers, bands) = (&mut self.tiers, &mut self.bands);
         let mut emptied_outdated = false;
-        self.slices.sweep(sweep, |slice: Slice| {
+        let released = self.slices.sweep(sweep, |slice: Slice| {
             if let (Some(tier), Some(block)) = (tiers[slice.tier as usize].as_mut(), slice.block) {
                 tier.pages.free(block);
                 bands[tier.band].live -= slice.storage.size() + slice.padding;
@@ -294,6 +309,7 @@ impl AdaptivePool {
         if emptied_outdated {
             self.release_where(storage, |tier| tier.outdated);
         }
+        released
     }
 
     /// Gives back the entirely free pages of the tiers `which` selects; outdated tiers

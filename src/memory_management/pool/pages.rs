@@ -8,6 +8,13 @@ use cubecl_runtime::server::IoError;
 /// Most pages one set may hold: a handle's location names its page in a `u16`.
 pub(crate) const MAX_PAGES: u64 = u16::MAX as u64;
 
+/// Free space is scarce below `1 / SCARCE_FREE` of the pages. Measured on the allocator
+/// bench's random trace shape (64 live, 64 B..1 MiB) over twelve seeds, mean efficiency:
+/// 0.817 at 2, 0.806 at 3, 0.801 at 4, 0.766 at 8 (0.785 with no poll at all); 3 is
+/// also the best or level at 200 live and with sizes up to 4 MiB. Polling at 2 cost that
+/// trace 38 % more time per operation than at 3, polling at 4 saved 18 %.
+const SCARCE_FREE: u64 = 3;
+
 /// Where a slice was placed.
 #[derive(Debug)]
 pub(crate) struct Placement {
@@ -82,6 +89,20 @@ impl SlicedPages {
             page: block.region,
             block: block.id,
         })
+    }
+
+    /// Whether placing `size` bytes now should wait for a [`Sweep::Poll`]: free space is
+    /// scarce (less than [`SCARCE_FREE`] of the pages is known to be free) and no free
+    /// block fits the aligned size exactly (an exact fit is as tight as any placement
+    /// could be). While free space is ample a placement that misses a dropped-but-unswept
+    /// block still finds room and the pool does not grow; when it is scarce, placing
+    /// around such a block is what makes a pool grow or fragment.
+    ///
+    /// [`Sweep::Poll`]: super::slices::Sweep::Poll
+    pub(crate) fn placement_is_tight(&mut self, size: u64) -> bool {
+        let effective = self.effective(size);
+        self.placement.free_bytes() < self.reserved() / SCARCE_FREE
+            && !self.placement.has_exact_fit(effective)
     }
 
     /// Adds one empty page.

@@ -79,6 +79,9 @@ impl SlicedPool {
     /// A slice from the free space already held, if any fits.
     pub(crate) fn try_reserve(&mut self, size: u64) -> Option<ManagedMemoryHandle> {
         self.sweep(Sweep::Step);
+        if self.pages.placement_is_tight(size) {
+            self.sweep(Sweep::Poll);
+        }
         if let Some(handle) = self.place(size) {
             return Some(handle);
         }
@@ -118,13 +121,13 @@ impl SlicedPool {
             .ok_or(GrowError::TooManyPages { limit: MAX_PAGES })
     }
 
-    pub(crate) fn sweep(&mut self, sweep: Sweep) {
+    pub(crate) fn sweep(&mut self, sweep: Sweep) -> usize {
         let pages = &mut self.pages;
         self.slices.sweep(sweep, |slice: Slice| {
             if let Some(block) = slice.block {
                 pages.free(block);
             }
-        });
+        })
     }
 
     pub(crate) fn slices(&self) -> &SliceTable {

@@ -368,3 +368,22 @@ fn fitting_block_behind_the_bin_head_is_found() {
     assert_eq!((block.region, block.offset, block.size), (0, 0, 1012));
     assert_eq!(tlsf.allocate(1012), None);
 }
+
+/// `has_exact_fit` answers for free blocks of exactly the size, and changes nothing.
+#[test]
+fn exact_fit_is_seen_only_for_a_free_block_of_that_size() {
+    let mut tlsf = Tlsf::new(16);
+    tlsf.add_region(0, 4096);
+    let _a = tlsf.allocate(256).unwrap();
+    let b = tlsf.allocate(512).unwrap();
+    let _c = tlsf.allocate(256).unwrap();
+    assert!(!tlsf.has_exact_fit(512), "b is still allocated");
+    assert!(tlsf.free(b.id));
+    let free_before = tlsf.free_bytes();
+    assert!(tlsf.has_exact_fit(512), "b's block is free");
+    assert!(tlsf.has_exact_fit(3072), "the tail");
+    assert!(!tlsf.has_exact_fit(256), "no 256-byte block is free");
+    assert!(!tlsf.has_exact_fit(0), "0 is one granule; none is free");
+    assert_eq!(tlsf.free_bytes(), free_before);
+    assert_eq!(tlsf.free_ranges(0), vec![(256, 512), (1024, 3072)]);
+}
