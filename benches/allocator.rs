@@ -189,7 +189,12 @@ fn replacement(
 }
 
 fn random(scale: Scale) -> Trace {
-    replacement("random", 0x5EED_0001, 64, scale.random_reserves, 64, MIB)
+    random_seeded(scale, 0x5EED_0001)
+}
+
+/// The random trace's shape drawn from another seed.
+fn random_seeded(scale: Scale, seed: u64) -> Trace {
+    replacement("random", seed, 64, scale.random_reserves, 64, MIB)
 }
 
 fn tiny(scale: Scale) -> Trace {
@@ -806,6 +811,32 @@ struct Prepared {
     traces: Vec<Trace>,
     /// Per trace: (ours, peer).
     accounting: Vec<(Accounting, Accounting)>,
+    /// The random trace drawn from other seeds: (ours, peer) per seed.
+    random_spread: Vec<(Accounting, Accounting)>,
+}
+
+/// How many other seeds the random trace is drawn from for the efficiency spread.
+const SPREAD_SEEDS: u64 = 12;
+
+/// Both sides' accounting on `trace`, each on a fresh memory.
+fn account_both(trace: &Trace) -> (Accounting, Accounting) {
+    let ours = account(
+        || {
+            Ours::new(CountingStorage::new(
+                wgpu_memory::storage::BytesStorage::default(),
+            ))
+        },
+        trace,
+    );
+    let peer = account(
+        || {
+            Peer::new(CountingStorage::new(
+                cubecl_server::storage::BytesStorage::default(),
+            ))
+        },
+        trace,
+    );
+    (ours, peer)
 }
 
 static PREPARED: OnceLock<Prepared> = OnceLock::new();
@@ -888,6 +919,7 @@ fn main() {
         PREPARED.get_or_init(|| Prepared {
             traces: traces(TEST),
             accounting: vec![Default::default(); 5],
+            random_spread: Vec::new(),
         });
         benches();
         return;
@@ -896,27 +928,18 @@ fn main() {
 
     let scale = if test_mode { TEST } else { FULL };
     let traces = traces(scale);
-    let mut accounting = Vec::new();
-    for trace in &traces {
-        let ours = account(
-            || {
-                Ours::new(CountingStorage::new(
-                    wgpu_memory::storage::BytesStorage::default(),
-                ))
-            },
-            trace,
-        );
-        let peer = account(
-            || {
-                Peer::new(CountingStorage::new(
-                    cubecl_server::storage::BytesStorage::default(),
-                ))
-            },
-            trace,
-        );
-        accounting.push((ours, peer));
-    }
-    let prepared = PREPARED.get_or_init(|| Prepared { traces, accounting });
+    let accounting = traces.iter().map(account_both).collect();
+    // The random trace is one draw of many: its efficiency over other seeds says how
+    // much of a side's figure is the layout and how much is the draw.
+    let seeds = if test_mode { 2 } else { SPREAD_SEEDS };
+    let random_spread = (1..=seeds)
+        .map(|k| account_both(&random_seeded(scale, 0x5EED_1000 + k)))
+        .collect();
+    let prepared = PREPARED.get_or_init(|| Prepared {
+        traces,
+        accounting,
+        random_spread,
+    });
 
     // BENCH_ACCOUNTING_ONLY=1: the memory figures alone, without the timed runs.
     if !std::env::var("BENCH_ACCOUNTING_ONLY").is_ok_and(|v| v == "1") {
@@ -934,6 +957,31 @@ fn main() {
         eprintln!("wgpu-memory failed at least one trace (see above)");
         std::process::exit(1);
     }
+}
+
+/// Mean and least efficiency (first pass) of each side over the random trace's other
+/// seeds.
+fn print_spread(spread: &[(Accounting, Accounting)]) {
+    if spread.is_empty() {
+        return;
+    }
+    let summary = |side: &dyn Fn(&(Accounting, Accounting)) -> &Accounting| {
+        if spread.iter().any(|pair| side(pair).failure.is_some()) {
+            return "FAILED on a seed".to_string();
+        }
+        let effs: Vec<f64> = spread.iter().map(|pair| side(pair).efficiency()).collect();
+        let mean = effs.iter().sum::<f64>() / effs.len() as f64;
+        let least = effs.iter().copied().fold(f64::INFINITY, f64::min);
+        format!("mean {mean:.3}, least {least:.3}")
+    };
+    println!();
+    println!(
+        "Random trace drawn from {} other seeds, efficiency (first pass): {OURS} {}; \
+         {PEER} {}.",
+        spread.len(),
+        summary(&|pair| &pair.0),
+        summary(&|pair| &pair.1),
+    );
 }
 
 fn print_report(prepared: &Prepared, test_mode: bool) {
@@ -1036,6 +1084,7 @@ fn print_report(prepared: &Prepared, test_mode: bool) {
             );
         }
     }
+    print_spread(&prepared.random_spread);
     println!();
     println!("Traces:");
     for trace in &prepared.traces {
