@@ -231,7 +231,8 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     ///
     /// # Complexity
     /// O(1) placement (two-level segregated fit) plus a bounded sweep for dropped
-    /// handles; a full sweep of the pool's slices only before the pool grows.
+    /// handles: a few slots, or up to 64 when free space is scarce and no free block fits
+    /// exactly; a full sweep of the pool's slices only before the pool grows.
     pub fn reserve(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
         self.reservations += 1;
         self.cleanup(Cleanup::Periodic);
