@@ -9,11 +9,13 @@
 //! go. Before each placement a pool sweeps a [`Sweep::Step`] of a few slots, resuming
 //! where the last one stopped. When the placement is tight (free space is scarce and no
 //! free block fits exactly) it also sweeps a [`Sweep::Poll`]: up to [`POLL_LIMIT`]
-//! slots, the whole of a table that small. A tight placement then sees every byte freed
-//! since the last reservation: placing around dropped-but-unswept blocks is what made
-//! the allocator bench's training trace reserve 57 MiB where 52 MiB do
-//! (benches/README.md). The work per reservation stays bounded by `POLL_LIMIT` whatever
-//! the number of live slices. The pool's clones of the handles sit in an array of their
+//! slots, the whole of a table that small. A tight placement in a table of at most
+//! `POLL_LIMIT` slots then sees every byte freed since the last reservation: placing
+//! around dropped-but-unswept blocks is what made the allocator bench's training trace
+//! reserve 57 MiB where 52 MiB do (benches/README.md). A larger table is polled
+//! round-robin, `POLL_LIMIT` slots at a time, so the work per reservation stays bounded
+//! whatever the number of live slices (a pool never grows on stale knowledge: it
+//! sweeps every slot before it adds a page). The pool's clones of the handles sit in an array of their
 //! own, apart from the rest of each slice, so a sweep reads 16 bytes and one reference
 //! count per slot.
 
