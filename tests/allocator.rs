@@ -111,6 +111,42 @@ fn stale_and_unplaced_bindings_are_not_found() {
     assert!(memory.get_storage(&assigned.binding()).is_ok());
 }
 
+/// `bind` takes a handle minted for the reservation: an assigned handle that already
+/// names another slice is refused (NotFound, saying why), and neither slice leaks once
+/// every owner let go. Before, both slots kept a clone of the handle and neither was
+/// ever free again.
+#[test]
+fn binding_an_already_bound_handle_is_refused_and_leaks_nothing() {
+    use cubecl_runtime::memory_management::ManagedMemoryHandle;
+    use cubecl_runtime::server::IoError;
+    let mut memory = memory(vec![sliced(1024, None)]);
+    let assigned = ManagedMemoryHandle::new();
+    let first = memory.reserve(64).unwrap();
+    memory.bind(first, assigned.clone(), 0).unwrap();
+    let second = memory.reserve(64).unwrap();
+    match memory.bind(second, assigned.clone(), 0) {
+        Err(IoError::NotFound { reason, .. }) => {
+            let reason = reason.to_string();
+            assert!(reason.contains("already names a slice"), "{reason}")
+        }
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    // Rebinding a handle to its own slice only records the cursor: the bytes a failure
+    // left unwritten stay claimed.
+    let failure = memory.error_graph_mut().insert("boom");
+    memory.taint(&assigned.clone().binding(), 0..64, failure);
+    memory.bind(assigned.clone(), assigned.clone(), 7).unwrap();
+    assert_eq!(memory.get_cursor(&assigned.clone().binding()).unwrap(), 7);
+    assert_eq!(
+        memory.failure(&assigned.clone().binding(), 0..64),
+        Some(failure)
+    );
+    assert_eq!(memory.memory_usage().number_allocs, 1);
+    drop(assigned);
+    memory.cleanup(Cleanup::Explicit);
+    assert_eq!(memory.memory_usage().bytes_reserved, 0);
+}
+
 /// Explicit cleanup returns every free page and flushes the storage.
 #[test]
 fn explicit_cleanup_returns_free_pages() {

@@ -513,7 +513,10 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// by a client), with the stream `cursor`. `reserved` becomes stale.
     ///
     /// # Errors
-    /// [`IoError::NotFound`] when `reserved` names no live slice.
+    /// [`IoError::NotFound`] when `reserved` names no live slice, or when `assigned`
+    /// already names another slice (a handle names one allocation: two slots holding it
+    /// would keep each other alive for good). Binding a handle to its own slice only
+    /// records the cursor.
     pub fn bind(
         &mut self,
         reserved: ManagedMemoryHandle,
@@ -524,11 +527,21 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         if location.init == 0 {
             return Err(not_found("the reserved handle was never given a slice"));
         }
+        // A handle minted for this reservation has no location yet.
+        let rebind = assigned.descriptor().is_allocated();
+        if rebind && assigned.descriptor().id != reserved.descriptor().id {
+            return Err(not_found(
+                "the assigned handle already names a slice: bind takes a handle minted for \
+                 this reservation",
+            ));
+        }
         let binding = assigned.clone().binding();
         self.table_mut(location.pool)?
             .bind(reserved, assigned, cursor)?;
-        // A new allocation on the slice: the old one's claims are not its bytes' story.
-        self.with_taint(&binding, |taint, graph| taint.clear(graph));
+        if !rebind {
+            // A new allocation on the slice: the old one's claims are not its bytes' story.
+            self.with_taint(&binding, |taint, graph| taint.clear(graph));
+        }
         Ok(())
     }
 
