@@ -9,7 +9,7 @@ use super::layout::{self, MAX_POOLS, PoolSpec};
 use super::options::MemoryManagementOptions;
 use super::pool::slices::{SliceTable, not_found};
 use super::pool::whole_page::{Release, Reuse, WholePagePool};
-use super::pool::{DynamicPool, GrowError, align_up};
+use super::pool::{DynamicPool, GrowError, align_down, align_up};
 use super::taint::Taint;
 use super::usage::format_bytes;
 use crate::storage::{ComputeStorage, StorageHandle};
@@ -99,7 +99,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             name: options.name,
             storage,
             properties: properties.clone(),
-            largest_page: max_page / alignment * alignment,
+            largest_page: align_down(max_page, alignment),
             warned_full: vec![false; specs.len()],
             dynamic: layout::instantiate(&specs, properties, options.transient),
             transient: options.transient,

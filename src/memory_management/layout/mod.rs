@@ -8,7 +8,7 @@ use super::config::{MemoryPoolOptions, PoolType};
 use super::pool::adaptive::AdaptivePool;
 use super::pool::sliced::SlicedPool;
 use super::pool::whole_page::{Release, Reuse, WholePagePool};
-use super::pool::{DynamicPool, align_up};
+use super::pool::{DynamicPool, align_down, align_up};
 use cubecl_runtime::memory_management::{MemoryConfiguration, MemoryPoolKind};
 
 pub(crate) use exclusive_pages::exclusive_pages;
@@ -60,7 +60,7 @@ pub(crate) fn preset(
             let alignment = properties.alignment.max(1);
             // Never over the device's largest page: round that down to the alignment
             // first (a device may report a largest page that is not a multiple of it).
-            let largest = properties.max_page_size / alignment * alignment;
+            let largest = align_down(properties.max_page_size, alignment);
             let page_size = align_up(SMALL_PAGE.min(largest), alignment).max(alignment);
             vec![
                 PoolSpec::Small {

@@ -34,7 +34,7 @@
 
 use super::pages::{MAX_PAGES, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
-use super::{GrowError, PoolStats, align_up};
+use super::{GrowError, PoolStats, align_down, align_up};
 use crate::storage::ComputeStorage;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
 
@@ -107,7 +107,7 @@ impl AdaptivePool {
         let granule = alignment.max(1);
         Self {
             max_page_size,
-            max_accepted: max_page_size / granule * granule,
+            max_accepted: align_down(max_page_size, granule),
             granule,
             tiers: Vec::new(),
             bands: Vec::new(),
@@ -181,7 +181,7 @@ impl AdaptivePool {
         }
         // Freed slices only help a band that has pages.
         let band = self.band_of(self.effective(size));
-        self.bands.get(band)?.current?;
+        self.current_tier(band)?;
         self.sweep(storage, Sweep::All);
         self.place(size)
     }
@@ -196,18 +196,20 @@ impl AdaptivePool {
     /// [`SlicedPages::placement_is_tight`]).
     fn placement_is_tight(&mut self, size: u64) -> bool {
         let band = self.band_of(self.effective(size));
-        let Some(tier) = self.bands.get(band).and_then(|band| band.current) else {
-            return false;
-        };
-        self.tiers[tier]
-            .as_mut()
+        self.current_tier(band)
+            .and_then(|index| self.tiers[index].as_mut())
             .is_some_and(|tier| tier.pages.placement_is_tight(size))
+    }
+
+    /// The index of the band's current tier, once the band has one.
+    fn current_tier(&self, band: usize) -> Option<usize> {
+        self.bands.get(band)?.current
     }
 
     fn place(&mut self, size: u64) -> Option<ManagedMemoryHandle> {
         let effective = self.effective(size);
         let band = self.band_of(effective);
-        let tier_index = self.bands.get(band)?.current?;
+        let tier_index = self.current_tier(band)?;
         let tier = self.tiers[tier_index].as_mut()?;
         let placed = tier.pages.place(size)?;
         self.stats.served(size);
@@ -266,7 +268,7 @@ impl AdaptivePool {
     /// one, or the band now wants pages at least twice as large. A tier that holds no
     /// page is replaced by any other wanted size (that costs nothing).
     fn current_if_fitting(&self, band: usize, effective: u64, wanted: u64) -> Option<usize> {
-        let index = self.bands.get(band)?.current?;
+        let index = self.current_tier(band)?;
         let pages = &self.tiers[index].as_ref()?.pages;
         let page_size = pages.page_size();
         let other_size = wanted != page_size;
@@ -296,10 +298,10 @@ impl AdaptivePool {
     }
 
     /// Frees the slices of dropped handles; outdated tiers give back pages as they empty.
-    pub(crate) fn sweep<S: ComputeStorage>(&mut self, storage: &mut S, sweep: Sweep) -> usize {
+    pub(crate) fn sweep<S: ComputeStorage>(&mut self, storage: &mut S, sweep: Sweep) {
         let (tiers, bands) = (&mut self.tiers, &mut self.bands);
         let mut emptied_outdated = false;
-        let released = self.slices.sweep(sweep, |slice: Slice| {
+        self.slices.sweep(sweep, |slice: Slice| {
             if let (Some(tier), Some(block)) = (tiers[slice.tier as usize].as_mut(), slice.block) {
                 tier.pages.free(block);
                 bands[tier.band].live -= slice.storage.size() + slice.padding;
@@ -309,7 +311,6 @@ impl AdaptivePool {
         if emptied_outdated {
             self.release_where(storage, |tier| tier.outdated);
         }
-        released
     }
 
     /// Gives back the entirely free pages of the tiers `which` selects; outdated tiers

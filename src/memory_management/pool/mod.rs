@@ -177,9 +177,16 @@ impl DynamicPool {
     }
 }
 
+/// Rounds `value` down to a multiple of `granule` (any non-zero granule): the largest
+/// aligned size that fits in `value` bytes, e.g. a device's largest page when it is not
+/// a multiple of the alignment.
+pub(crate) fn align_down(value: u64, granule: u64) -> u64 {
+    value / granule * granule
+}
+
 #[cfg(test)]
 mod tests {
-    use super::align_up;
+    use super::{align_down, align_up};
 
     /// The mask path and the division path agree, and both saturate instead of wrapping.
     #[test]
@@ -194,5 +201,8 @@ mod tests {
             }
         }
         assert_eq!(align_up(u64::MAX - 300, 256), u64::MAX - 255);
+        assert_eq!(align_down(100_003, 4), 100_000);
+        assert_eq!(align_down(65_536, 48), 65_520);
+        assert_eq!(align_down(48, 48), 48);
     }
 }

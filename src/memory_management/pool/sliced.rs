@@ -2,7 +2,7 @@
 
 use super::pages::{MAX_PAGES, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
-use super::{GrowError, PoolStats, align_up};
+use super::{GrowError, PoolStats, align_down, align_up};
 use crate::storage::ComputeStorage;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
 
@@ -32,7 +32,7 @@ impl SlicedPool {
     ) -> Self {
         let granule = alignment.max(1);
         let page_size = match max_pool_size {
-            Some(cap) if cap < page_size => (cap / granule * granule).max(granule),
+            Some(cap) if cap < page_size => align_down(cap, granule).max(granule),
             // Rounded up: a page must hold any size it accepts, aligned.
             _ => align_up(page_size.max(1), granule),
         };
@@ -121,13 +121,13 @@ impl SlicedPool {
             .ok_or(GrowError::TooManyPages { limit: MAX_PAGES })
     }
 
-    pub(crate) fn sweep(&mut self, sweep: Sweep) -> usize {
+    pub(crate) fn sweep(&mut self, sweep: Sweep) {
         let pages = &mut self.pages;
         self.slices.sweep(sweep, |slice: Slice| {
             if let Some(block) = slice.block {
                 pages.free(block);
             }
-        })
+        });
     }
 
     pub(crate) fn slices(&self) -> &SliceTable {

@@ -15,9 +15,9 @@
 //! reserve 57 MiB where 52 MiB do (benches/README.md). A larger table is polled
 //! round-robin, `POLL_LIMIT` slots at a time, so the work per reservation stays bounded
 //! whatever the number of live slices (a pool never grows on stale knowledge: it
-//! sweeps every slot before it adds a page). The pool's clones of the handles sit in an array of their
-//! own, apart from the rest of each slice, so a sweep reads 16 bytes and one reference
-//! count per slot.
+//! sweeps every slot before it adds a page). The pool's clones of the handles sit in an
+//! array of their own, apart from the rest of each slice, so a sweep reads 16 bytes and
+//! one reference count per slot.
 
 use super::pages::Placement;
 use crate::memory_management::error_graph::{ErrorGraph, FailureId};
@@ -148,12 +148,11 @@ impl SliceTable {
 
     /// Releases the slices whose handles and bindings were all dropped, handing each to
     /// `release` (which returns its bytes to the pool's free space).
-    pub(crate) fn sweep(&mut self, sweep: Sweep, mut release: impl FnMut(Slice)) -> usize {
+    pub(crate) fn sweep(&mut self, sweep: Sweep, mut release: impl FnMut(Slice)) {
         let len = self.slots.len();
         if len == 0 {
-            return 0;
+            return;
         }
-        let mut released = 0;
         let visits = match sweep {
             Sweep::Step => SWEEP_STEP.min(len),
             Sweep::Poll => POLL_LIMIT.min(len),
@@ -172,13 +171,11 @@ impl SliceTable {
                     .is_some_and(ManagedMemoryHandle::is_free)
                 {
                     self.release_slot(index, &mut release);
-                    released += 1;
                 }
             }
             remaining -= end - start;
             self.cursor = end;
         }
-        released
     }
 
     /// Empties slot `index`, whose handle every owner let go, and hands its slice to

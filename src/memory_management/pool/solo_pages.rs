@@ -1,9 +1,9 @@
 //! Pages that each hold one allocation, and the free ones among them.
 //!
-//! The bookkeeping behind every one-allocation page: the whole-page pools (exclusive
-//! pages, direct, persistent, dedicated) and the adaptive pool's solo pages. Which free
-//! page a reservation may take and when free pages go back are the owner's rules; this
-//! only keeps the pages, indexes the free ones by size and gives pages back.
+//! The bookkeeping behind the whole-page pools (exclusive pages, direct, persistent,
+//! dedicated). Which free page a reservation may take and when free pages go back are
+//! the pool's rules; this only keeps the pages, indexes the free ones by size and gives
+//! pages back.
 
 use crate::storage::{ComputeStorage, StorageHandle};
 use std::collections::BTreeSet;
