@@ -542,13 +542,13 @@ fn empty_slots(trace: &Trace) -> Vec<Option<ManagedMemoryHandle>> {
     (0..trace.slots).map(|_| None).collect()
 }
 
-/// Replays `trace` once. `after_op(index)` runs after every operation.
+/// Replays `trace` once. `after_op(memory, index, slots)` runs after every operation.
 #[inline(always)]
 fn replay<M: Memory>(
     memory: &mut M,
     trace: &Trace,
     slots: &mut [Option<ManagedMemoryHandle>],
-    mut after_op: impl FnMut(&mut M, usize),
+    mut after_op: impl FnMut(&mut M, usize, &[Option<ManagedMemoryHandle>]),
 ) -> Result<(), Failure> {
     for (index, op) in trace.ops.iter().enumerate() {
         match *op {
@@ -564,7 +564,7 @@ fn replay<M: Memory>(
             },
             Op::Drop { slot } => drop(slots[slot as usize].take()),
         }
-        after_op(memory, index);
+        after_op(memory, index, slots);
     }
     Ok(())
 }
@@ -582,13 +582,13 @@ fn timed<M: Memory>(make: impl Fn() -> M, trace: &Trace, side: &str, iters: u64)
     // Two warm-up passes: a memory may still rearrange its pages on the second (see the
     // "allocs 2nd pass" column); the third is the state that repeats.
     for warm_up in 0..2 {
-        if let Err(failure) = replay(&mut memory, trace, &mut slots, |_, _| {}) {
+        if let Err(failure) = replay(&mut memory, trace, &mut slots, |_, _, _| {}) {
             fail(warm_up, failure);
         }
     }
     let start = Instant::now();
     for pass in 1..=iters {
-        if let Err(failure) = replay(&mut memory, trace, &mut slots, |_, _| {}) {
+        if let Err(failure) = replay(&mut memory, trace, &mut slots, |_, _, _| {}) {
             fail(pass, failure);
         }
     }
@@ -647,6 +647,13 @@ struct Accounting {
     /// Pages made during a third replay: the state criterion times (after two warm-up
     /// passes). A memory that settled makes none.
     allocs_third: Option<u64>,
+    /// Handle ids minted per reservation during the third replay (read off cubecl's
+    /// process-wide id counter). 1.0 means every allocation got a fresh id; less means
+    /// some reservations handed out an id an earlier allocation already had.
+    ids_per_reserve_third: Option<f64>,
+    /// Reservations, over the three passes, that handed out an id an earlier allocation
+    /// already had (a weak binding of the earlier one then upgrades to the later).
+    ids_reused: usize,
     /// Ops after which the reported `bytes_in_use` was not the sum of the live requested
     /// sizes, and the largest difference seen.
     in_use_mismatches: usize,
@@ -697,10 +704,28 @@ fn install_panic_hook() {
     }));
 }
 
+/// The id the next `ManagedMemoryHandle` will get: cubecl mints ids from one
+/// process-wide counter, so the difference of two readings (less the probe itself) is the
+/// number of handles minted in between, on this thread's single-threaded bench.
+fn next_handle_id() -> usize {
+    ManagedMemoryHandle::new().binding().id().value
+}
+
 fn account<M: Counted>(make: impl Fn() -> M, trace: &Trace) -> Accounting {
     let current_op = Cell::new(0usize);
     let pass = Cell::new(1u32);
     let mut result = Accounting::default();
+    // Every id handed out so far; a reservation whose id is already here reused one.
+    let seen = std::cell::RefCell::new(std::collections::HashSet::new());
+    let reused = Cell::new(0usize);
+    let note_id = |index: usize, slots: &[Option<ManagedMemoryHandle>]| {
+        if let Op::Reserve { slot, .. } = trace.ops[index]
+            && let Some(handle) = &slots[slot as usize]
+            && !seen.borrow_mut().insert(handle.clone().binding().id())
+        {
+            reused.set(reused.get() + 1);
+        }
+    };
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let mut memory = make();
         let mut slots = empty_slots(trace);
@@ -708,8 +733,9 @@ fn account<M: Counted>(make: impl Fn() -> M, trace: &Trace) -> Accounting {
         let mut live = 0u64;
         let half = trace.ops.len() / 2;
         let mut allocs_at_half = 0;
-        let first = replay(&mut memory, trace, &mut slots, |memory, index| {
+        let first = replay(&mut memory, trace, &mut slots, |memory, index, slots| {
             current_op.set(index + 1);
+            note_id(index, slots);
             match trace.ops[index] {
                 Op::Reserve { slot, size } => {
                     sizes[slot as usize] = size;
@@ -753,8 +779,9 @@ fn account<M: Counted>(make: impl Fn() -> M, trace: &Trace) -> Accounting {
         }
         pass.set(2);
         current_op.set(0);
-        let second = replay(&mut memory, trace, &mut slots, |_, index| {
-            current_op.set(index + 1)
+        let second = replay(&mut memory, trace, &mut slots, |_, index, slots| {
+            current_op.set(index + 1);
+            note_id(index, slots);
         });
         let after_second = memory.counter().allocs;
         if let Err(failure) = second {
@@ -768,12 +795,19 @@ fn account<M: Counted>(make: impl Fn() -> M, trace: &Trace) -> Accounting {
         result.allocs_replay = Some(after_second - allocs);
         pass.set(3);
         current_op.set(0);
-        let third = replay(&mut memory, trace, &mut slots, |_, index| {
-            current_op.set(index + 1)
+        let ids_before = next_handle_id();
+        let third = replay(&mut memory, trace, &mut slots, |_, index, slots| {
+            current_op.set(index + 1);
+            note_id(index, slots);
         });
+        let ids_minted = next_handle_id() - ids_before - 1;
         result.peak_storage = memory.counter().peak_bytes;
         match third {
-            Ok(()) => result.allocs_third = Some(memory.counter().allocs - after_second),
+            Ok(()) => {
+                result.allocs_third = Some(memory.counter().allocs - after_second);
+                result.ids_per_reserve_third =
+                    Some(ids_minted as f64 / trace.reserves().max(1) as f64);
+            }
             Err(failure) => {
                 result.failure = Some(format!(
                     "reserve failed on the third replay at op {} (reserving {} B): {}",
@@ -782,6 +816,7 @@ fn account<M: Counted>(make: impl Fn() -> M, trace: &Trace) -> Accounting {
             }
         }
     }));
+    result.ids_reused = reused.get();
     if outcome.is_err() {
         let op = current_op.get();
         let what = trace
@@ -952,9 +987,9 @@ fn main() {
     let ours_failed = prepared
         .accounting
         .iter()
-        .any(|(ours, _)| ours.failure.is_some());
+        .any(|(ours, _)| ours.failure.is_some() || ours.ids_reused > 0);
     if test_mode && ours_failed {
-        eprintln!("wgpu-memory failed at least one trace (see above)");
+        eprintln!("wgpu-memory failed at least one trace or reused an id (see above)");
         std::process::exit(1);
     }
 }
@@ -1053,13 +1088,14 @@ fn print_report(prepared: &Prepared, test_mode: bool) {
     println!(
         "| trace | side | ops | trace peak live | peak in use | peak reserved | \
          storage peak | efficiency | efficiency, all passes | allocs total | allocs 2nd half | \
-         allocs 2nd pass | allocs 3rd pass |"
+         allocs 2nd pass | allocs 3rd pass | ids minted per reserve, 3rd pass | \
+         reservations handing out a used id |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (trace, (ours, peer)) in prepared.traces.iter().zip(&prepared.accounting) {
         for (side, a) in [(OURS, ours), (PEER, peer)] {
             println!(
-                "| {} | {side} | {}{} | {} | {} | {} | {} | {:.3} | {:.3} | {} | {} | {} | {} |",
+                "| {} | {side} | {}{} | {} | {} | {} | {} | {:.3} | {:.3} | {} | {} | {} | {} | {} | {} |",
                 trace.name,
                 a.ops_done,
                 if a.ops_done < trace.ops.len() {
@@ -1081,6 +1117,10 @@ fn print_report(prepared: &Prepared, test_mode: bool) {
                 a.allocs_third
                     .map(|n| n.to_string())
                     .unwrap_or_else(|| "-".to_string()),
+                a.ids_per_reserve_third
+                    .map(|n| format!("{n:.3}"))
+                    .unwrap_or_else(|| "-".to_string()),
+                a.ids_reused,
             );
         }
     }
@@ -1107,6 +1147,13 @@ fn print_report(prepared: &Prepared, test_mode: bool) {
                     "{side} on `{}`: memory_usage().bytes_in_use differed from the sum of live \
                      requested sizes after {} ops (largest difference {} B)",
                     trace.name, a.in_use_mismatches, a.in_use_max_diff
+                ));
+            }
+            if a.ids_reused > 0 {
+                problems.push(format!(
+                    "{side} on `{}`: {} reservations handed out an id an earlier allocation \
+                     already had (a weak binding of that allocation now reaches this one)",
+                    trace.name, a.ids_reused
                 ));
             }
             if let Some((own, counted)) = a.own_count_mismatch {

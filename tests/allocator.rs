@@ -147,6 +147,73 @@ fn binding_an_already_bound_handle_is_refused_and_leaks_nothing() {
     assert_eq!(memory.memory_usage().bytes_reserved, 0);
 }
 
+/// A reservation that reuses a dropped allocation's bytes still gets an id of its own:
+/// the id names one allocation for good (cubecl's `ManagedMemoryBinding::id` contract),
+/// so a weak binding kept by a record of the old allocation never upgrades into the new
+/// one. Checked for every pool shape and each allocation mode.
+/// (cubecl-server hands the freed slot's handle out again; its bench accounting shows it.)
+#[test]
+fn a_reused_slice_gets_a_fresh_id_and_old_weak_bindings_stay_dead() {
+    use cubecl_runtime::memory_management::MemoryAllocationMode;
+    let direct = MemoryPoolOptions {
+        pool_type: PoolType::Direct { reclaim_at: None },
+        dealloc_period: None,
+    };
+    let layouts = [
+        vec![sliced(1024, None)],
+        vec![exclusive(4096)],
+        vec![direct],
+        Vec::new(),
+    ];
+    let modes = [
+        MemoryAllocationMode::Auto,
+        MemoryAllocationMode::Persistent,
+        MemoryAllocationMode::Dedicated,
+    ];
+    for layout in layouts {
+        for mode in modes {
+            let mut memory = if layout.is_empty() {
+                MemoryManagement::from_configuration(
+                    BytesStorage::default(),
+                    &MemoryDeviceProperties::new(128 << 20, ALIGN),
+                    MemoryConfiguration::default(),
+                    MemoryManagementOptions::new("default"),
+                )
+            } else {
+                memory(layout.clone())
+            };
+            memory.mode(mode);
+            let old = memory.reserve(256).unwrap();
+            let old_binding = old.binding();
+            let old_place = memory.get_storage(&old_binding).unwrap();
+            let (old_id, weak) = (old_binding.id(), old_binding.downgrade());
+            drop(old_binding);
+            assert!(
+                weak.upgrade().is_none(),
+                "{mode:?}: nothing owns it any more"
+            );
+
+            let new = memory.reserve(256).unwrap();
+            let new_binding = new.clone().binding();
+            let new_place = memory.get_storage(&new_binding).unwrap();
+            // A dedicated allocation goes back to the driver at the next cleanup
+            // instead of being reused, so only the other modes reuse the bytes.
+            if !matches!(mode, MemoryAllocationMode::Dedicated) {
+                assert_eq!(
+                    (new_place.id, new_place.offset()),
+                    (old_place.id, old_place.offset()),
+                    "{mode:?}: the same bytes are reused"
+                );
+            }
+            assert_ne!(new_binding.id(), old_id, "{mode:?}: a reuse mints a new id");
+            assert!(
+                weak.upgrade().is_none(),
+                "{mode:?}: the old allocation's weak binding must not reach the new one"
+            );
+        }
+    }
+}
+
 /// Explicit cleanup returns every free page and flushes the storage.
 #[test]
 fn explicit_cleanup_returns_free_pages() {
