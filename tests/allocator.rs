@@ -240,6 +240,82 @@ fn over_the_largest_page_is_buffer_too_big() {
     }
 }
 
+/// A sliced pool with slices below its page refuses the sizes between `max_slice_size`
+/// and the near-page threshold: the error names the request and the sizes the layout
+/// accepts, not a largest size above the request. Over every pool stays BufferTooBig
+/// with the true largest size.
+#[test]
+fn a_gap_between_slices_and_near_page_sizes_states_the_accepted_sizes() {
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * KIB;
+    let gapped = MemoryPoolOptions {
+        pool_type: PoolType::SlicedPages {
+            page_size: MIB,
+            max_slice_size: 64 * KIB,
+            max_pool_size: None,
+        },
+        dealloc_period: None,
+    };
+    let mut memory = memory(vec![gapped]);
+    // Near-page sizes start at 1 MiB - (1 MiB - 1) / 5 = 838861 bytes.
+    let near = MIB - (MIB - 1) / 5;
+    let error = memory.reserve(500 * KIB).unwrap_err();
+    let message = error.to_string();
+    match &error {
+        ReserveError::NoPoolAccepts {
+            requested,
+            accepted,
+        } => {
+            assert_eq!(*requested, 500 * KIB);
+            assert_eq!(accepted, &vec![(0, 64 * KIB), (near, MIB)]);
+        }
+        other => panic!("expected NoPoolAccepts, got {other:?}"),
+    }
+    assert_eq!(error.requested(), 500 * KIB);
+    for part in [
+        "500.00 KiB",
+        "512000 bytes",
+        "0 to 65536 bytes",
+        "838861 to 1048576 bytes",
+    ] {
+        assert!(message.contains(part), "{part:?} missing from {message:?}");
+    }
+    assert!(!message.contains("largest"), "{message}");
+    // Both ends of the gap are served.
+    assert!(memory.reserve(64 * KIB).is_ok());
+    assert!(memory.reserve(near).is_ok());
+    assert!(matches!(
+        memory.reserve(near - 1),
+        Err(ReserveError::NoPoolAccepts { .. })
+    ));
+    // Over every pool (but under the device's largest page): the true largest size.
+    match memory.reserve(MIB + 1) {
+        Err(ReserveError::BufferTooBig { requested, limit }) => {
+            assert_eq!((requested, limit), (MIB + 1, MIB));
+        }
+        other => panic!("expected BufferTooBig, got {other:?}"),
+    }
+
+    // A page of i64::MAX bytes (TOML's largest integer): no overflow; 2048 bytes is in
+    // the gap, and the near-page sizes are above the device's largest page.
+    let huge = MemoryPoolOptions {
+        pool_type: PoolType::SlicedPages {
+            page_size: i64::MAX as u64,
+            max_slice_size: 1024,
+            max_pool_size: None,
+        },
+        dealloc_period: None,
+    };
+    let mut memory = self::memory(vec![huge]);
+    match memory.reserve(2048) {
+        Err(ReserveError::NoPoolAccepts {
+            requested,
+            accepted,
+        }) => assert_eq!((requested, accepted), (2048, vec![(0, 1024)])),
+        other => panic!("expected NoPoolAccepts, got {other:?}"),
+    }
+}
+
 /// The default layout serves sizes from 0 to the largest page.
 #[test]
 fn default_layout_serves_every_size() {

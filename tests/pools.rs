@@ -136,6 +136,25 @@ fn install_counts_live_zero_size_allocations() {
     );
 }
 
+/// No pool would refuse every reservation: `install_memory_pools` says so and keeps the
+/// old layout; `from_configuration` falls back to the preset, which serves.
+#[test]
+fn an_empty_layout_is_refused() {
+    let mut memory = memory(None);
+    assert_eq!(
+        memory.install_memory_pools(Vec::new()),
+        Err(InstallMemoryPoolsError::EmptyLayout)
+    );
+    assert!(memory.reserve(1000).is_ok(), "the old layout still serves");
+    let mut memory = memory_on(
+        1 << 30,
+        32,
+        MemoryManagementOptions::new("empty").pools(Vec::new()),
+    );
+    assert!(memory.reserve(1000).is_ok(), "the preset serves");
+    assert!(!memory.memory_report().dynamic.is_empty());
+}
+
 #[test]
 fn install_refuses_too_many_pools() {
     let mut memory = memory(None);
@@ -480,4 +499,60 @@ fn an_unaligned_page_size_is_rounded_up() {
     let handle = memory.reserve(1000).unwrap();
     assert_eq!(memory.memory_usage().bytes_reserved, 1024);
     drop(handle);
+}
+
+/// A page where the only free block that fits a request lies ninth in its size class
+/// (eight free blocks just too small sit before it in the class's list): the O(1)
+/// placement looks at the first eight, so the pool must look further before it grows
+/// or reports itself full. Before, a capped pool said `PoolCapacityExceeded` naming a
+/// 1004-byte free slice as its largest, and an uncapped one made a page.
+#[test]
+fn a_pool_never_grows_or_fills_up_while_a_fitting_block_is_free() {
+    const PAGE: u64 = 64 << 10;
+    for cap in [Some(PAGE), None] {
+        let mut memory = memory_on(
+            1 << 30,
+            4,
+            MemoryManagementOptions::new("deep bin").pools(vec![MemoryPoolOptions {
+                pool_type: PoolType::SlicedPages {
+                    page_size: PAGE,
+                    max_slice_size: PAGE,
+                    max_pool_size: cap,
+                },
+                dealloc_period: None,
+            }]),
+        );
+        // 1004 | 4 | 8 x (996 | 4) | the rest of the page; the 4-byte slices stay live
+        // so no two freed blocks merge.
+        let fitting = memory.reserve(1004).unwrap();
+        let mut live = vec![memory.reserve(4).unwrap()];
+        let mut too_small = Vec::new();
+        for _ in 0..8 {
+            too_small.push(memory.reserve(996).unwrap());
+            live.push(memory.reserve(4).unwrap());
+        }
+        let used = 1004 + 4 + 8 * (996 + 4);
+        live.push(memory.reserve(PAGE - used).unwrap());
+        // Freed first, so the eight freed after it are ahead of it in the list.
+        drop(fitting);
+        memory.cleanup(Cleanup::Explicit);
+        drop(too_small);
+        memory.cleanup(Cleanup::Explicit);
+        assert_eq!(memory.largest_free_slice(), 1004);
+
+        let handle = memory
+            .reserve(1000)
+            .unwrap_or_else(|error| panic!("cap {cap:?}: 1000 B refused: {error}"));
+        assert_eq!(
+            memory.storage().allocations_made(),
+            1,
+            "cap {cap:?}: a page was made"
+        );
+        let storage = memory.get_storage(&handle.binding()).unwrap();
+        assert_eq!(
+            storage.offset(),
+            0,
+            "cap {cap:?}: the 1004-byte block is used"
+        );
+    }
 }

@@ -26,6 +26,25 @@ pub enum ReserveError {
         /// The largest reservation any pool of the layout accepts, in bytes.
         limit: u64,
     },
+    /// No pool of the layout accepts this size, though it is under the largest size the
+    /// layout accepts: the sizes accepted have a gap (a sliced pool whose
+    /// `max_slice_size` is below its page size takes slices up to `max_slice_size` and
+    /// near-page sizes, over 80 % of a page, but nothing in between). Returned by
+    /// [`MemoryManagement::reserve`](super::MemoryManagement::reserve) in the dynamic
+    /// pools only. Retrying cannot help; add a pool that accepts the size, raise
+    /// `max_slice_size`, or reserve a size in `accepted`.
+    #[error(
+        "cannot reserve {} ({requested} bytes): no pool of the layout accepts this size; the sizes accepted are {}",
+        format_bytes(*requested),
+        format_ranges(accepted)
+    )]
+    NoPoolAccepts {
+        /// Bytes asked for.
+        requested: u64,
+        /// The sizes some pool of the layout accepts, in bytes: inclusive ranges
+        /// `(smallest, largest)`, ascending, disjoint and merged where they touch.
+        accepted: Vec<(u64, u64)>,
+    },
     /// Every pool that accepts this size is capped and full. Retrying after live handles
     /// are dropped can help.
     #[error(
@@ -110,6 +129,24 @@ pub fn fragmentation(bytes_reserved: u64, bytes_in_use: u64, largest_free_slice:
     1.0 - largest_free_slice.min(free) as f64 / free as f64
 }
 
+/// Inclusive byte ranges for a message: `0 B to 64.00 KiB (0 to 65536 bytes), …`.
+fn format_ranges(ranges: &[(u64, u64)]) -> String {
+    if ranges.is_empty() {
+        return "none".to_string();
+    }
+    ranges
+        .iter()
+        .map(|&(low, high)| {
+            format!(
+                "{} to {} ({low} to {high} bytes)",
+                format_bytes(low),
+                format_bytes(high)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl ReserveError {
     /// Whether the storage ran out of memory (so giving back free pages may help).
     pub(crate) fn is_out_of_memory(&self) -> bool {
@@ -120,6 +157,7 @@ impl ReserveError {
     pub fn requested(&self) -> u64 {
         match self {
             ReserveError::BufferTooBig { requested, .. }
+            | ReserveError::NoPoolAccepts { requested, .. }
             | ReserveError::PoolCapacityExceeded { requested, .. }
             | ReserveError::OutOfMemory { requested, .. }
             | ReserveError::TooManyPages { requested, .. }

@@ -17,6 +17,10 @@ pub enum InstallMemoryPoolsError {
         /// Live allocations in the dynamic pools (zero-size ones included).
         allocations: u64,
     },
+    /// The layout has no pool: every dynamic reservation would be refused. Permanent:
+    /// give at least one pool, or install a preset with `install_configuration`.
+    #[error("a layout needs at least one pool; this one has none")]
+    EmptyLayout,
     /// The layout has more dynamic pools than a handle's location can name (254: a
     /// `u8` pool index, with 254 and 255 taken by the dedicated and persistent pools).
     /// Permanent: merge pools.

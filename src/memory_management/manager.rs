@@ -72,9 +72,10 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// A memory over `storage`, laid out by `config` for a device with `properties`
     /// (largest page and alignment, in bytes), unless `options` carries an explicit layout.
     ///
-    /// An explicit layout of more than 254 pools cannot be addressed by a handle; it is
-    /// refused with an error log and the configuration's preset is used instead
-    /// ([`install_memory_pools`](Self::install_memory_pools) returns that error instead).
+    /// An explicit layout of more than 254 pools cannot be addressed by a handle, and one
+    /// of no pool would refuse every reservation; either is refused with an error log and
+    /// the configuration's preset is used instead
+    /// ([`install_memory_pools`](Self::install_memory_pools) returns an error instead).
     pub fn from_configuration(
         storage: S,
         properties: &MemoryDeviceProperties,
@@ -82,12 +83,12 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         options: MemoryManagementOptions,
     ) -> Self {
         let specs = match options.pools {
-            Some(pools) if pools.len() <= MAX_POOLS => explicit_specs(pools),
+            Some(pools) if (1..=MAX_POOLS).contains(&pools.len()) => explicit_specs(pools),
             Some(pools) => {
                 tracing::error!(
                     pools = pools.len(),
                     limit = MAX_POOLS,
-                    "explicit layout refused: too many pools; using the preset"
+                    "explicit layout refused: it needs 1 to {MAX_POOLS} pools; using the preset"
                 );
                 layout::preset(&config, properties)
             }
@@ -137,10 +138,14 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// - [`InstallMemoryPoolsError::PoolsInUse`] when live slices remain in the dynamic
     ///   pools; the old layout stays in place, untouched.
     /// - [`InstallMemoryPoolsError::TooManyPools`] for more than 254 pools.
+    /// - [`InstallMemoryPoolsError::EmptyLayout`] for no pool at all.
     pub fn install_memory_pools(
         &mut self,
         pools: Vec<MemoryPoolOptions>,
     ) -> Result<(), InstallMemoryPoolsError> {
+        if pools.is_empty() {
+            return Err(InstallMemoryPoolsError::EmptyLayout);
+        }
         if pools.len() > MAX_POOLS {
             return Err(InstallMemoryPoolsError::TooManyPools {
                 count: pools.len(),
@@ -219,12 +224,16 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// Reserves a slice of at least `size` bytes (zero included: a zero-size reservation
     /// still occupies one alignment unit, so it binds as a real range of a real buffer).
     ///
-    /// Runs the periodic cleanup first. If the storage runs out of memory, every free
-    /// page is given back and the reservation is tried once more.
+    /// Runs the periodic cleanup first. If the storage runs out of memory or every
+    /// accepting pool is at its cap, an explicit cleanup gives back every free page
+    /// (after sweeping every dropped handle) and the reservation is tried once more.
     ///
     /// # Errors
     /// - [`ReserveError::BufferTooBig`]: no pool accepts the size (over the largest page).
-    /// - [`ReserveError::PoolCapacityExceeded`]: every accepting pool is capped and full.
+    /// - [`ReserveError::NoPoolAccepts`]: no pool accepts the size though it is under the
+    ///   largest accepted one (a gap in the layout); states the sizes accepted.
+    /// - [`ReserveError::PoolCapacityExceeded`]: every accepting pool is capped and full,
+    ///   even after the cleanup.
     /// - [`ReserveError::OutOfMemory`]: the device refused a page even after the cleanup;
     ///   states the bytes in use, reserved, the largest free slice and the cap.
     /// - [`ReserveError::TooManyPages`], [`ReserveError::Storage`]: see the variants.
@@ -232,13 +241,21 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// # Complexity
     /// O(1) placement (two-level segregated fit) plus a bounded sweep for dropped
     /// handles: a few slots, or up to 64 when free space is scarce and no free block fits
-    /// exactly; a full sweep of the pool's slices only before the pool grows.
+    /// exactly. Before a pool grows it also catches up: every slot when the reservations
+    /// since its last full sweep pay for it (8 slots each, amortised), else 64, and a
+    /// placement that looks at every free block of the request's size class. Errors
+    /// sweep everything.
     pub fn reserve(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
         self.reservations += 1;
         self.cleanup(Cleanup::Periodic);
         match self.reserve_routed(size) {
-            Err(error) if error.is_out_of_memory() => {
-                tracing::debug!(memory = %self.name, size, "out of memory: cleaning up and retrying");
+            // A full cap is retried too: the bounded sweeps may not have seen every
+            // dropped handle of a large pool yet, and the cleanup sweeps them all.
+            Err(
+                error @ (ReserveError::OutOfMemory { .. }
+                | ReserveError::PoolCapacityExceeded { .. }),
+            ) => {
+                tracing::debug!(memory = %self.name, size, %error, "out of room: cleaning up and retrying");
                 self.cleanup(Cleanup::Explicit);
                 self.reserve_routed(size)
                     .map_err(|error| self.explain(error))
@@ -313,16 +330,49 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                 }
             }
         }
-        Err(spilled.unwrap_or(ReserveError::BufferTooBig {
+        if let Some(spilled) = spilled {
+            return Err(spilled);
+        }
+        let limit = self
+            .dynamic
+            .iter()
+            .map(DynamicPool::max_accepted)
+            .max()
+            .unwrap_or(0)
+            .min(self.properties.max_page_size);
+        if size > limit {
+            return Err(ReserveError::BufferTooBig {
+                requested: size,
+                limit,
+            });
+        }
+        // Under the largest accepted size, yet refused: the accepted sizes have a gap.
+        Err(ReserveError::NoPoolAccepts {
             requested: size,
-            limit: self
-                .dynamic
-                .iter()
-                .map(DynamicPool::max_accepted)
-                .max()
-                .unwrap_or(0)
-                .min(self.properties.max_page_size),
-        }))
+            accepted: self.accepted_ranges(),
+        })
+    }
+
+    /// The sizes some dynamic pool accepts and the largest page allows, as inclusive
+    /// ranges, ascending, merged where they overlap or touch.
+    fn accepted_ranges(&self) -> Vec<(u64, u64)> {
+        let largest = self.largest_page;
+        let mut ranges: Vec<(u64, u64)> = self
+            .dynamic
+            .iter()
+            .flat_map(DynamicPool::accepted_ranges)
+            .filter(|&(low, _)| low <= largest)
+            .map(|(low, high)| (low, high.min(largest)))
+            .collect();
+        ranges.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+        for (low, high) in ranges {
+            match merged.last_mut() {
+                Some(last) if low <= last.1.saturating_add(1) => last.1 = last.1.max(high),
+                _ => merged.push((low, high)),
+            }
+        }
+        merged
     }
 
     fn warn_spill(&mut self, position: usize, size: u64) {

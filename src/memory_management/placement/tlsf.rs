@@ -221,13 +221,25 @@ impl Tlsf {
     /// # Panics
     /// In debug builds, if `size` is not a multiple of the granule.
     pub fn allocate(&mut self, size: u64) -> Option<Block> {
+        self.take(size, BIN_WALK)
+    }
+
+    /// As [`Tlsf::allocate`], but walks the whole of the request's own bin, so `None`
+    /// means no free block of `size` bytes exists at all. O(blocks in that bin): for the
+    /// rare moment before a pool grows or reports itself full, which must not happen
+    /// while a fitting block is free.
+    pub fn allocate_thorough(&mut self, size: u64) -> Option<Block> {
+        self.take(size, usize::MAX)
+    }
+
+    fn take(&mut self, size: u64, walk: usize) -> Option<Block> {
         debug_assert!(size.is_multiple_of(self.granule), "unaligned size");
         let size = if size == 0 { self.granule } else { size };
         #[cfg(test)]
         {
             self.last_visits = 0;
         }
-        let index = self.find_block(size)?;
+        let index = self.find_block(size, walk)?;
         self.remove_free(index);
         self.split(index, size);
         self.free_bytes -= size;
@@ -255,7 +267,7 @@ impl Tlsf {
     pub fn has_exact_fit(&mut self, size: u64) -> bool {
         let size = if size == 0 { self.granule } else { size };
         let (fl, sl) = size_class_floor(size);
-        self.best_in_bin(fl, sl, size)
+        self.best_in_bin(fl, sl, size, BIN_WALK)
             .is_some_and(|index| self.nodes[index as usize].size == size)
     }
 
@@ -370,14 +382,14 @@ impl Tlsf {
         index != NIL && self.nodes[index as usize].state == State::Free
     }
 
-    /// Finds a free block of at least `size` bytes, walking at most
-    /// [`BIN_WALK`] list entries.
-    fn find_block(&mut self, size: u64) -> Option<u32> {
+    /// Finds a free block of at least `size` bytes, walking at most `walk`
+    /// entries of the request's own bin.
+    fn find_block(&mut self, size: u64, walk: usize) -> Option<u32> {
         // The request's own bin may hold a fitting block the ceil search
         // would skip, and the tightest one leaves the least behind. A bin
         // spans 1/32 of its sizes, so its list stays short.
         let (fl, sl) = size_class_floor(size);
-        if let Some(index) = self.best_in_bin(fl, sl, size) {
+        if let Some(index) = self.best_in_bin(fl, sl, size, walk) {
             return Some(index);
         }
         let ceil = size_class_ceil(size).and_then(|(fl, sl)| self.first_nonempty_bin(fl, sl));
@@ -391,12 +403,12 @@ impl Tlsf {
         }
     }
 
-    /// The smallest block holding at least `size` bytes among the first [`BIN_WALK`]
+    /// The smallest block holding at least `size` bytes among the first `walk`
     /// blocks of bin `(fl, sl)`; an exact fit ends the walk at once.
-    fn best_in_bin(&mut self, fl: u32, sl: u32, size: u64) -> Option<u32> {
+    fn best_in_bin(&mut self, fl: u32, sl: u32, size: u64, walk: usize) -> Option<u32> {
         let mut best: Option<u32> = None;
         let mut cursor = self.bins[fl as usize][sl as usize];
-        for _ in 0..BIN_WALK {
+        for _ in 0..walk {
             if cursor == NIL {
                 break;
             }

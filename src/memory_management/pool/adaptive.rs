@@ -32,7 +32,7 @@
 //! tier whenever an allocation fits it poorly strands the allocations of the tier it
 //! replaced.
 
-use super::pages::{MAX_PAGES, SlicedPages};
+use super::pages::{MAX_PAGES, Search, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
 use super::{GrowError, PoolStats, align_down, align_up};
 use crate::storage::ComputeStorage;
@@ -176,14 +176,14 @@ impl AdaptivePool {
         if self.placement_is_tight(size) {
             self.sweep(storage, Sweep::Poll);
         }
-        if let Some(handle) = self.place(size) {
+        if let Some(handle) = self.place(size, Search::Quick) {
             return Some(handle);
         }
         // Freed slices only help a band that has pages.
         let band = self.band_of(self.effective(size));
         self.current_tier(band)?;
-        self.sweep(storage, Sweep::All);
-        self.place(size)
+        self.sweep(storage, Sweep::CatchUp);
+        self.place(size, Search::Thorough)
     }
 
     /// The page size the band wants if it also serves `effective` bytes.
@@ -206,12 +206,12 @@ impl AdaptivePool {
         self.bands.get(band)?.current
     }
 
-    fn place(&mut self, size: u64) -> Option<ManagedMemoryHandle> {
+    fn place(&mut self, size: u64, search: Search) -> Option<ManagedMemoryHandle> {
         let effective = self.effective(size);
         let band = self.band_of(effective);
         let tier_index = self.current_tier(band)?;
         let tier = self.tiers[tier_index].as_mut()?;
-        let placed = tier.pages.place(size)?;
+        let placed = tier.pages.place(size, search)?;
         self.stats.served(size);
         let band = self.band_mut(band);
         *band = band.serving(effective);
@@ -227,7 +227,7 @@ impl AdaptivePool {
     ) -> Result<ManagedMemoryHandle, GrowError> {
         let effective = self.effective(size);
         let band = self.band_of(effective);
-        self.sweep(storage, Sweep::All);
+        self.sweep(storage, Sweep::CatchUp);
         // The band's bet on its free pages is lost; the other band's is not (a loop
         // that uses both bands would otherwise re-make each band's pages every pass).
         // Released pages go back before the new one is made, so the device never holds
@@ -260,7 +260,7 @@ impl AdaptivePool {
             }
         }
         self.pages_peak = self.pages_peak.max(self.page_count());
-        self.place(size)
+        self.place(size, Search::Quick)
             .ok_or(GrowError::TooManyPages { limit: MAX_PAGES })
     }
 

@@ -97,6 +97,16 @@ impl DynamicPool {
         }
     }
 
+    /// The sizes the pool accepts, as inclusive ranges in ascending order: a sliced pool
+    /// may leave a gap between `max_slice_size` and its near-page sizes; the other pools
+    /// take every size up to their maximum.
+    pub(crate) fn accepted_ranges(&self) -> Vec<(u64, u64)> {
+        match self {
+            DynamicPool::Sliced(pool) => pool.accepted_ranges(),
+            DynamicPool::WholePage(_) | DynamicPool::Adaptive(_) => vec![(0, self.max_accepted())],
+        }
+    }
+
     pub(crate) fn try_reserve<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
@@ -183,6 +193,9 @@ impl DynamicPool {
 pub(crate) fn align_down(value: u64, granule: u64) -> u64 {
     value / granule * granule
 }
+
+#[cfg(test)]
+mod work_bound_tests;
 
 #[cfg(test)]
 mod tests {

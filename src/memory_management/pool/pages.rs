@@ -5,6 +5,18 @@ use crate::memory_management::placement::{BlockId, Tlsf};
 use crate::storage::{ComputeStorage, StorageHandle, StorageUtilization};
 use cubecl_runtime::server::IoError;
 
+/// How hard a placement looks for a free block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Search {
+    /// O(1): the first blocks of the request's own bin, then the first larger bin. It
+    /// can pass over a block that fits (one of the few bytes larger than the request
+    /// further down its bin).
+    Quick,
+    /// Every block that could fit: before a pool grows or reports itself full, which it
+    /// must not do while a fitting block is free.
+    Thorough,
+}
+
 /// Most pages one set may hold: a handle's location names its page in a `u16`.
 pub(crate) const MAX_PAGES: u64 = u16::MAX as u64;
 
@@ -70,10 +82,14 @@ impl SlicedPages {
         align_up(size.max(1), self.granule)
     }
 
-    /// A slice of `size` bytes from the free space held, if any block fits.
-    pub(crate) fn place(&mut self, size: u64) -> Option<Placement> {
+    /// A slice of `size` bytes from the free space held, if a block fits (any fitting
+    /// block with [`Search::Thorough`]).
+    pub(crate) fn place(&mut self, size: u64, search: Search) -> Option<Placement> {
         let effective = self.effective(size);
-        let block = self.placement.allocate(effective)?;
+        let block = match search {
+            Search::Quick => self.placement.allocate(effective),
+            Search::Thorough => self.placement.allocate_thorough(effective),
+        }?;
         let Some(page) = self.pages[block.region as usize].as_ref() else {
             unreachable!("the placement index only holds regions of held pages");
         };

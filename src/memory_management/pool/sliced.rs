@@ -1,6 +1,6 @@
 //! A sliced pool: pages of one size carved into slices, optionally capped.
 
-use super::pages::{MAX_PAGES, SlicedPages};
+use super::pages::{MAX_PAGES, Search, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
 use super::{GrowError, PoolStats, align_down, align_up};
 use crate::storage::ComputeStorage;
@@ -57,7 +57,8 @@ impl SlicedPool {
             || (self.near_page
                 && self.max_pages.is_none()
                 && size <= page_size
-                && 5 * (page_size - size) < page_size)
+                // In u128: `5 * (page_size - size)` overflows u64 for pages over 3.2 EiB.
+                && 5 * u128::from(page_size - size) < u128::from(page_size))
     }
 
     /// The pool takes only sizes up to `max_slice_size` (a small pool in front of an
@@ -76,21 +77,39 @@ impl SlicedPool {
         }
     }
 
+    /// The sizes [`accept`](Self::accept) takes, as inclusive ranges in ascending order:
+    /// `0..=max_slice_size`, then, with near-page requests, the sizes that fill more than
+    /// 80 % of a page up to the page (merged into one range where they touch).
+    pub(crate) fn accepted_ranges(&self) -> Vec<(u64, u64)> {
+        let slices = (0, self.max_slice_size);
+        if !(self.near_page && self.max_pages.is_none()) {
+            return vec![slices];
+        }
+        let page_size = self.pages.page_size();
+        // `5 * (page_size - size) < page_size` ⇔ `page_size - size <= (page_size - 1) / 5`.
+        let near = page_size - page_size.saturating_sub(1) / 5;
+        if near <= self.max_slice_size.saturating_add(1) {
+            vec![(0, page_size)]
+        } else {
+            vec![slices, (near, page_size)]
+        }
+    }
+
     /// A slice from the free space already held, if any fits.
     pub(crate) fn try_reserve(&mut self, size: u64) -> Option<ManagedMemoryHandle> {
         self.sweep(Sweep::Step);
         if self.pages.placement_is_tight(size) {
             self.sweep(Sweep::Poll);
         }
-        if let Some(handle) = self.place(size) {
+        if let Some(handle) = self.place(size, Search::Quick) {
             return Some(handle);
         }
-        self.sweep(Sweep::All);
-        self.place(size)
+        self.sweep(Sweep::CatchUp);
+        self.place(size, Search::Thorough)
     }
 
-    fn place(&mut self, size: u64) -> Option<ManagedMemoryHandle> {
-        let placed = self.pages.place(size)?;
+    fn place(&mut self, size: u64, search: Search) -> Option<ManagedMemoryHandle> {
+        let placed = self.pages.place(size, search)?;
         self.stats.served(size);
         Some(self.slices.insert(placed, 0))
     }
@@ -117,7 +136,7 @@ impl SlicedPool {
         }
         self.pages.add_page(storage).map_err(GrowError::Storage)?;
         // An empty page holds any accepted size.
-        self.place(size)
+        self.place(size, Search::Quick)
             .ok_or(GrowError::TooManyPages { limit: MAX_PAGES })
     }
 
@@ -163,6 +182,62 @@ impl SlicedPool {
             pages_peak: self.pages.peak(),
             pages_unmapped: 0,
             largest_alloc: self.stats.largest_alloc,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SlicedPool;
+
+    /// The near-page rule, checked by brute force in u128 (no overflow possible).
+    fn near_page(page_size: u64, size: u64) -> bool {
+        size <= page_size && 5 * u128::from(page_size - size) < u128::from(page_size)
+    }
+
+    /// A page of `i64::MAX` bytes (TOML's largest integer) with 1 KiB slices: `accept`
+    /// neither panics nor wraps, and answers the near-page rule exactly.
+    #[test]
+    fn accept_does_not_overflow_on_a_huge_page() {
+        let pool = SlicedPool::new(0, i64::MAX as u64, 1024, None, 32);
+        let page = pool.pages.page_size();
+        assert_eq!(page, 1 << 63);
+        assert!(pool.accept(0) && pool.accept(1024));
+        assert!(!pool.accept(1025) && !pool.accept(2048));
+        // The near-page threshold: page - (page - 1) / 5.
+        let near = page - (page - 1) / 5;
+        assert!(pool.accept(near) && pool.accept(page));
+        assert!(!pool.accept(near - 1) && !pool.accept(page + 1) && !pool.accept(u64::MAX));
+        assert_eq!(pool.accepted_ranges(), vec![(0, 1024), (near, page)]);
+    }
+
+    /// Where it never overflowed, the answer is unchanged; `accepted_ranges` is exactly
+    /// what `accept` takes.
+    #[test]
+    fn accept_and_accepted_ranges_agree_with_the_near_page_rule() {
+        for (page_size, max_slice) in [
+            (1024u64, 256u64),
+            (1000, 64),
+            (4096, 4096),
+            (1 << 20, 64 << 10),
+        ] {
+            let pool = SlicedPool::new(0, page_size, max_slice, None, 1);
+            let ranges = pool.accepted_ranges();
+            for size in (0..=page_size + 2).chain([u64::MAX]) {
+                let expected = size <= max_slice || near_page(page_size, size);
+                assert_eq!(
+                    pool.accept(size),
+                    expected,
+                    "{page_size}/{max_slice}: {size}"
+                );
+                let in_ranges = ranges
+                    .iter()
+                    .any(|&(low, high)| (low..=high).contains(&size));
+                assert_eq!(
+                    in_ranges, expected,
+                    "{page_size}/{max_slice}: {size} in {ranges:?}"
+                );
+            }
         }
     }
 }

@@ -56,7 +56,13 @@ pub(crate) enum Sweep {
     /// Up to [`POLL_LIMIT`] slots, resuming likewise: the whole of a table that small,
     /// before a tight placement.
     Poll,
-    /// Every slot: before a pool grows, and before reports and cleanups.
+    /// Every slot when the table holds at most [`CATCH_UP_WHOLE`] slots or the
+    /// reservations since the last full sweep pay for it (at most [`CATCH_UP_RATIO`]
+    /// slots per reservation, amortised); a [`Sweep::Poll`] otherwise. Before a pool grows or a whole-page pool
+    /// misses: a pool with many live slices that grows often (a model loading its
+    /// weights one by one) would otherwise visit every slot on every reservation.
+    CatchUp,
+    /// Every slot: before reports, cleanups and errors.
     All,
 }
 
@@ -64,6 +70,15 @@ pub(crate) enum Sweep {
 const SWEEP_STEP: usize = 4;
 /// Most slots visited by one [`Sweep::Poll`].
 pub(crate) const POLL_LIMIT: usize = 64;
+/// Slots a [`Sweep::CatchUp`] may visit per reservation made since the last full
+/// sweep, amortised.
+pub(crate) const CATCH_UP_RATIO: usize = 8;
+/// Tables of at most this many slots are swept whole by every [`Sweep::CatchUp`]: a
+/// couple of microseconds, less than the page the pool is about to make, and a pool
+/// with few slices places best when it sees every drop (with only a poll of 64 before
+/// growth, the allocator bench's random trace fell from 0.814 to 0.806 efficiency on
+/// average over twelve seeds, and its worst seed from 0.789 to 0.751).
+pub(crate) const CATCH_UP_WHOLE: usize = 1024;
 
 /// A slab of slices with a free list of slot indices.
 #[derive(Debug)]
@@ -76,6 +91,11 @@ pub(crate) struct SliceTable {
     slots: Vec<Option<Slice>>,
     vacant: Vec<u32>,
     cursor: usize,
+    /// Slices inserted since the last sweep that visited every slot.
+    since_full: usize,
+    /// Slots visited by sweeps, for the work-bound tests.
+    #[cfg(test)]
+    pub(crate) visits: usize,
     /// Failures carried by released slices, to uncount in the error graph.
     shed: Vec<FailureId>,
 }
@@ -95,6 +115,9 @@ impl SliceTable {
             slots: Vec::new(),
             vacant: Vec::new(),
             cursor: 0,
+            since_full: 0,
+            #[cfg(test)]
+            visits: 0,
             shed: Vec::new(),
         }
     }
@@ -120,6 +143,7 @@ impl SliceTable {
         tier: u32,
     ) -> ManagedMemoryHandle {
         let handle = ManagedMemoryHandle::new();
+        self.since_full += 1;
         let index = match self.vacant.pop() {
             Some(index) => index,
             None => {
@@ -153,11 +177,22 @@ impl SliceTable {
         if len == 0 {
             return;
         }
+        let catch_up_paid =
+            len <= CATCH_UP_WHOLE || self.since_full.saturating_mul(CATCH_UP_RATIO) >= len;
         let visits = match sweep {
             Sweep::Step => SWEEP_STEP.min(len),
             Sweep::Poll => POLL_LIMIT.min(len),
+            Sweep::CatchUp if catch_up_paid => len,
+            Sweep::CatchUp => POLL_LIMIT.min(len),
             Sweep::All => len,
         };
+        if visits == len {
+            self.since_full = 0;
+        }
+        #[cfg(test)]
+        {
+            self.visits += visits;
+        }
         let mut remaining = visits;
         while remaining > 0 {
             if self.cursor >= len {

@@ -92,7 +92,7 @@ impl WholePagePool {
         if let Some(handle) = self.take_free(size) {
             return Some(handle);
         }
-        self.sweep(Sweep::All, now);
+        self.sweep(Sweep::CatchUp, now);
         self.take_free(size)
     }
 
@@ -175,7 +175,7 @@ impl WholePagePool {
                     .release_where(storage, |page| now.saturating_sub(page.freed_at) >= period);
             }
             Release::Immediately if self.pages.count() > 0 => {
-                self.sweep(Sweep::All, now);
+                self.sweep(Sweep::CatchUp, now);
                 self.pages.release_where(storage, |_| true);
             }
             _ => {}
@@ -184,7 +184,7 @@ impl WholePagePool {
 
     /// Gives every free page back.
     pub(crate) fn release_free_pages<S: ComputeStorage>(&mut self, storage: &mut S, now: u64) {
-        self.sweep(Sweep::All, now);
+        self.sweep(Sweep::CatchUp, now);
         self.pages.release_where(storage, |_| true);
     }
 
