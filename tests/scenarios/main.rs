@@ -19,4 +19,6 @@ mod c31_device_allocation_failure_is_a_result;
 // build it, put `#[cfg(any())]` on this line.
 mod install_memory_pools;
 
+mod adaptive_pages_under_pressure;
+
 pub mod common;

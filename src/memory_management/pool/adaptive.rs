@@ -25,6 +25,10 @@
 //!    sizes come back, and a band that is growing has lost that bet. The other band's
 //!    free pages stay: its bet is still open. A repeating workload adds no page in its
 //!    steady state, so it loses nothing to this.
+//! 4. When the device refuses a page of the size the band wants, a tier of pages just
+//!    big enough for the request (rounded up to a MiB) takes over instead: a nearly full
+//!    device that cannot hold another page sized after the band's largest allocation
+//!    may still hold the request.
 //!
 //! The slack rule and "a new tier only when a request does not fit" are what the
 //! allocator bench (benches/README.md) measured best over repeated passes: a page sized
@@ -37,6 +41,7 @@ use super::slices::{Slice, SliceTable, Sweep};
 use super::{GrowError, PoolStats, align_down, align_up};
 use crate::storage::ComputeStorage;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
+use cubecl_runtime::server::IoError;
 
 /// The smallest page a shared tier makes, in bytes.
 pub(crate) const MIN_PAGE: u64 = 2 << 20;
@@ -236,7 +241,7 @@ impl AdaptivePool {
             storage.flush();
         }
         let wanted = self.wanted(band, effective);
-        match self.current_if_fitting(band, effective, wanted) {
+        let (page_size, added) = match self.current_if_fitting(band, effective, wanted) {
             Some(index) => {
                 let Some(tier) = self.tiers[index].as_mut() else {
                     unreachable!("a current tier is live");
@@ -244,24 +249,55 @@ impl AdaptivePool {
                 if tier.pages.count() >= MAX_PAGES {
                     return Err(GrowError::TooManyPages { limit: MAX_PAGES });
                 }
-                tier.pages.add_page(storage).map_err(GrowError::Storage)?;
+                (tier.pages.page_size(), tier.pages.add_page(storage))
             }
-            None => {
-                let mut pages = SlicedPages::new(wanted, self.granule);
-                pages.add_page(storage).map_err(GrowError::Storage)?;
-                self.take_over(
-                    band,
-                    Tier {
-                        pages,
-                        band,
-                        outdated: false,
-                    },
+            None => (wanted, self.add_tier(storage, band, wanted)),
+        };
+        match added {
+            // The device cannot hold a page of the size the band wants (sized after the
+            // largest allocation it served); a page just big enough for this request
+            // may still fit, so it takes over the band instead of failing.
+            Err(IoError::OutOfMemory { .. }) if self.smallest_page(effective) < page_size => {
+                let smallest = self.smallest_page(effective);
+                tracing::debug!(
+                    page_size,
+                    smallest,
+                    "no room for a page of the band's size; trying one that fits the request"
                 );
+                self.add_tier(storage, band, smallest)
+                    .map_err(GrowError::Storage)?;
             }
+            added => added.map_err(GrowError::Storage)?,
         }
         self.pages_peak = self.pages_peak.max(self.page_count());
         self.place(size, Search::Quick)
             .ok_or(GrowError::TooManyPages { limit: MAX_PAGES })
+    }
+
+    /// Makes a tier of `page_size` pages with its first page, and has it take over the
+    /// band (a refused page leaves the pool as it was).
+    fn add_tier<S: ComputeStorage>(
+        &mut self,
+        storage: &mut S,
+        band: usize,
+        page_size: u64,
+    ) -> Result<(), IoError> {
+        let mut pages = SlicedPages::new(page_size, self.granule);
+        pages.add_page(storage)?;
+        self.take_over(
+            band,
+            Tier {
+                pages,
+                band,
+                outdated: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// The smallest page that holds `effective` bytes.
+    fn smallest_page(&self, effective: u64) -> u64 {
+        align_up(align_up(effective, PAGE_GRANULE), self.granule).min(self.max_accepted)
     }
 
     /// The band's current tier, unless `effective` outgrew its pages: it does not fit
