@@ -414,7 +414,7 @@ fn a_transient_memory_serves_small_reservations_from_a_big_idle_page() {
         pool_type: PoolType::ExclusivePages {
             max_alloc_size: 64 * MIB,
         },
-        dealloc_period: None,
+        dealloc_period: Some(5000),
     };
     let build = |transient: bool| {
         let options = MemoryManagementOptions::new("staging").pools(vec![exclusive]);
@@ -440,7 +440,8 @@ fn a_transient_memory_serves_small_reservations_from_a_big_idle_page() {
     );
     drop(small);
     // Without the flag a page at most half again as large is reused, so the small
-    // reservation makes its own page and the idle big one goes back.
+    // reservation makes its own page and (the pool having a period) the idle big one
+    // goes back.
     let mut memory = build(false);
     drop(memory.reserve(32 * MIB).unwrap());
     let _small = memory.reserve(4096).unwrap();
@@ -553,6 +554,37 @@ fn a_pool_never_grows_or_fills_up_while_a_fitting_block_is_free() {
             storage.offset(),
             0,
             "cap {cap:?}: the 1004-byte block is used"
+        );
+    }
+}
+
+/// `dealloc_period: None` keeps every free exclusive page until an explicit cleanup,
+/// even when the pool grows for sizes they cannot serve; with a period, a growing pool
+/// gives back the free pages beyond its bytes in use first.
+#[test]
+fn exclusive_pages_without_a_period_stay_until_an_explicit_cleanup() {
+    for (period, pages_after_growth) in [(None, 3), (Some(1000), 1)] {
+        let mut memory = memory(Some(vec![MemoryPoolOptions {
+            pool_type: PoolType::ExclusivePages {
+                max_alloc_size: MIB,
+            },
+            dealloc_period: period,
+        }]));
+        drop((
+            memory.reserve(100 << 10).unwrap(),
+            memory.reserve(100 << 10).unwrap(),
+        ));
+        let _large = memory.reserve(500 << 10).unwrap();
+        assert_eq!(
+            memory.memory_report().dynamic[0].pages,
+            pages_after_growth,
+            "period {period:?}"
+        );
+        memory.cleanup(Cleanup::Explicit);
+        assert_eq!(
+            memory.memory_report().dynamic[0].pages,
+            1,
+            "period {period:?}"
         );
     }
 }

@@ -42,8 +42,10 @@ pub struct MemoryPoolOptions {
     /// The placement policy.
     pub pool_type: PoolType,
     /// For [`PoolType::ExclusivePages`]: a free page idle for this many reservations (of
-    /// the whole memory) is given back to the driver by the periodic cleanup. `None`:
-    /// only an explicit cleanup gives it back. Sliced and direct pools give pages back on
+    /// the whole memory) is given back to the driver by the periodic cleanup; and when the
+    /// pool grows, free pages beyond its bytes in use go back first (so drifting sizes
+    /// keep reserved under twice the peak in use, field scenario C01). `None`: only an
+    /// explicit cleanup gives a page back. Sliced and direct pools give pages back on
     /// explicit cleanup only, and ignore it.
     pub dealloc_period: Option<u64>,
 }

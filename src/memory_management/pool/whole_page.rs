@@ -134,10 +134,12 @@ impl WholePagePool {
                 |pages| pages.reserved() + effective <= watermark,
                 now,
             ),
-            // Exclusive pages: free pages the request could not use are a bet on sizes
-            // coming back. Keep that bet no larger than the pages in use, so reserved
-            // stays under twice the peak in use when sizes drift (field scenario C01).
-            _ if self.reuse != Reuse::Exact => self.release_until(
+            // Exclusive pages with a period: free pages the request could not use are a
+            // bet on sizes coming back. Keep that bet no larger than the pages in use, so
+            // reserved stays under twice the peak in use when sizes drift (field
+            // scenario C01). Without a period the user asked to keep every free page
+            // until an explicit cleanup.
+            Release::AfterIdle(_) if self.reuse != Reuse::Exact => self.release_until(
                 storage,
                 |pages| pages.free_bytes() <= pages.reserved() - pages.free_bytes(),
                 now,
