@@ -472,6 +472,28 @@ fn out_of_memory_after_a_spill_still_cleans_up_and_retries() {
     assert_eq!(memory.memory_usage().bytes_reserved, 3 * MIB);
 }
 
+/// Out of memory in the pool a reservation spilled to states the cap of the full pool
+/// it spilled from: that cap is why the reservation needed device memory.
+#[test]
+fn out_of_memory_after_a_spill_states_the_cap_it_spilled_from() {
+    let direct = MemoryPoolOptions {
+        pool_type: PoolType::Direct { reclaim_at: None },
+        dealloc_period: None,
+    };
+    let mut memory = MemoryManagement::from_configuration(
+        BytesStorage::with_capacity(2 * MIB),
+        &MemoryDeviceProperties::new(1 << 30, 32),
+        MemoryConfiguration::default(),
+        MemoryManagementOptions::new("spill").pools(vec![sliced(MIB, Some(MIB)), direct]),
+    );
+    let half = 512 << 10;
+    let _live: Vec<_> = (0..4).map(|_| memory.reserve(half).unwrap()).collect();
+    match memory.reserve(half) {
+        Err(ReserveError::OutOfMemory { cap, .. }) => assert_eq!(cap, Some(MIB)),
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+}
+
 /// Any pool type, any size: a reservation over the largest page is BufferTooBig, never
 /// an overflow.
 #[test]

@@ -91,7 +91,9 @@ pub enum ReserveError {
         /// The largest free slice of any page, in bytes: the biggest reservation that
         /// would have fit without a new page.
         largest_free_slice: u64,
-        /// The cap of the pool that tried to grow, if it has one, in bytes.
+        /// The cap of the pool that tried to grow, in bytes; when that pool is uncapped
+        /// and the reservation spilled to it from a full capped pool, the cap of that
+        /// pool. `None` when no cap applies.
         cap: Option<u64>,
         /// The storage's error.
         source: IoError,

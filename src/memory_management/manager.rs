@@ -306,16 +306,19 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             }
         }
         let mut spilled = None;
+        let mut spilled_cap = None;
         for position in 0..self.dynamic.len() {
             let pool = &mut self.dynamic[position];
             if !pool.accept(size) {
                 continue;
             }
-            let cap = pool.cap();
+            // A pool the reservation spilled to reports the cap that made it spill.
+            let cap = pool.cap().or(spilled_cap);
             match pool.grow(&mut self.storage, size, now) {
                 Ok(handle) => return Ok(handle),
                 Err(GrowError::Capacity { .. }) if spilled.is_some() => {}
                 Err(error @ GrowError::Capacity { .. }) => {
+                    spilled_cap = cap;
                     self.warn_spill(position, size);
                     spilled = Some(grow_error(error, size, position as u8, cap));
                 }
