@@ -486,8 +486,8 @@ fn presets_parse_and_resolve() {
 
 /// `PresetUnavailable` and `SlicedPoolsUnavailable` need an exclusive-memory-only build
 /// (a cubecl-runtime cfg this test binary cannot switch on); their messages and the
-/// resolve rules for that build are pinned by unit tests in `pools_config.rs`, through the
-/// flag. Here: on this build, sliced entries resolve, and on that build they are refused.
+/// resolve rules for that build are pinned from TOML input by unit tests in
+/// `src/memory_management/pools_config/tests.rs`, through the flag. Here: on this build, sliced entries resolve, and on that build they are refused.
 #[test]
 fn sliced_entries_follow_the_build_flag() {
     let result = resolve(

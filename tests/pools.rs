@@ -185,6 +185,33 @@ fn persistent_windows_nest() {
     drop((weights, activation));
 }
 
+/// Windows of different modes nest: a dedicated window inside a persistent one routes
+/// to the dedicated pool, and closing it returns to persistent, then to auto.
+#[test]
+fn a_dedicated_window_inside_a_persistent_one_routes_by_the_innermost() {
+    let mut memory = memory(None);
+    let usage = |memory: &MemoryManagement<BytesStorage>| {
+        let report = memory.memory_report();
+        (
+            report.persistent.usage.bytes_in_use,
+            report.dedicated.usage.bytes_in_use,
+            report.usage().bytes_in_use,
+        )
+    };
+    memory.mode(MemoryAllocationMode::Persistent);
+    let weight = memory.reserve(1000).unwrap();
+    memory.mode(MemoryAllocationMode::Dedicated);
+    let dedicated = memory.reserve(2000).unwrap();
+    assert_eq!(usage(&memory), (1000, 2000, 3000));
+    memory.mode(MemoryAllocationMode::Auto);
+    let second_weight = memory.reserve(3000).unwrap();
+    assert_eq!(usage(&memory), (4000, 2000, 6000));
+    memory.mode(MemoryAllocationMode::Auto);
+    let activation = memory.reserve(4000).unwrap();
+    assert_eq!(usage(&memory), (4000, 2000, 10000));
+    drop((weight, dedicated, second_weight, activation));
+}
+
 #[test]
 fn persistent_slices_are_reused_by_exact_aligned_size() {
     let mut memory = memory(None);

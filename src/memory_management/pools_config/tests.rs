@@ -16,11 +16,20 @@ fn scratch_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The `pools` value of a `[memory]` table written in TOML.
+fn pools_from_toml(text: &str) -> MemoryPoolsConfig {
+    parse_memory_config(text)
+        .expect("valid TOML")
+        .pools
+        .expect("a pools value")
+}
+
 // The exclusive-memory-only rules cannot be reached through `resolve` on this build
-// (the flag is a cubecl-runtime cfg), so they are pinned through the flag here.
+// (the flag is a cubecl-runtime cfg), so they are pinned through the flag here, from
+// TOML input as a user writes it.
 #[test]
 fn adaptive_preset_is_unavailable_on_exclusive_only_builds() {
-    let config = MemoryPoolsConfig::Preset(MemoryPoolsPreset::Adaptive);
+    let config = pools_from_toml("[memory]\npools = \"adaptive\"\n");
     let error = config
         .resolve_for_build(&props(), true)
         .expect_err("adaptive refused");
@@ -29,7 +38,7 @@ fn adaptive_preset_is_unavailable_on_exclusive_only_builds() {
         PoolConfigError::PresetUnavailable { preset: "adaptive" }
     );
     assert!(error.to_string().contains("\"adaptive\""), "{error}");
-    let exclusive = MemoryPoolsConfig::Preset(MemoryPoolsPreset::ExclusivePages);
+    let exclusive = pools_from_toml("[memory]\npools = \"exclusive-pages\"\n");
     assert!(matches!(
         exclusive.resolve_for_build(&props(), true),
         Ok(PoolLayout::Preset(MemoryConfiguration::ExclusivePages))
@@ -38,18 +47,10 @@ fn adaptive_preset_is_unavailable_on_exclusive_only_builds() {
 
 #[test]
 fn sliced_entries_are_unavailable_on_exclusive_only_builds() {
-    let config = MemoryPoolsConfig::Explicit(vec![
-        MemoryPoolConfig::Exclusive {
-            max_alloc_size: MemorySize(1024),
-            dealloc_period: None,
-        },
-        MemoryPoolConfig::Sliced {
-            page_size: MemorySize(4096),
-            max_slice_size: None,
-            max_pool_size: None,
-            dealloc_period: None,
-        },
-    ]);
+    let config = pools_from_toml(
+        "[[memory.pools]]\ntype = \"exclusive\"\nmax_alloc_size = 1024\n\
+         [[memory.pools]]\ntype = \"sliced\"\npage_size = \"4 KiB\"\n",
+    );
     let error = config
         .resolve_for_build(&props(), true)
         .expect_err("sliced refused");
