@@ -14,8 +14,11 @@
 //! around dropped-but-unswept blocks is what made the allocator bench's training trace
 //! reserve 57 MiB where 52 MiB do (benches/README.md). A larger table is polled
 //! round-robin, `POLL_LIMIT` slots at a time, so the work per reservation stays bounded
-//! whatever the number of live slices (a pool never grows on stale knowledge: it
-//! sweeps every slot before it adds a page). The pool's clones of the handles sit in an
+//! whatever the number of live slices. Before a pool grows it sweeps a
+//! [`Sweep::CatchUp`]: every slot of a table of at most [`CATCH_UP_WHOLE`] slots, so such
+//! a pool never grows on stale knowledge; a larger table is swept whole only as often as
+//! the reservations since the last full sweep pay for ([`CATCH_UP_RATIO`] slots each).
+//! The pool's clones of the handles sit in an
 //! array of their own, apart from the rest of each slice, so a sweep reads 16 bytes and
 //! one reference count per slot.
 
