@@ -637,3 +637,48 @@ fn exclusive_pages_without_a_period_stay_until_an_explicit_cleanup() {
         );
     }
 }
+
+/// An explicit cleanup gives back every free page whatever the number of slices, in the
+/// exclusive, persistent and dedicated pools: it sweeps every slot, not the bounded
+/// catch-up that growth uses (which sees only 64 of a table over 1024 slots). Then a
+/// reservation that needs the whole device succeeds, and an install leaves no page
+/// behind.
+#[test]
+fn an_explicit_cleanup_gives_back_every_free_page_of_a_large_table() {
+    const COUNT: u64 = 1037;
+    let exclusive = MemoryPoolOptions {
+        pool_type: PoolType::ExclusivePages {
+            max_alloc_size: MIB,
+        },
+        dealloc_period: None,
+    };
+    for mode in [
+        MemoryAllocationMode::Auto,
+        MemoryAllocationMode::Persistent,
+        MemoryAllocationMode::Dedicated,
+    ] {
+        let mut memory = MemoryManagement::from_configuration(
+            BytesStorage::with_capacity(COUNT * 256),
+            &MemoryDeviceProperties::new(1 << 30, 256),
+            MemoryConfiguration::default(),
+            MemoryManagementOptions::new("many").pools(vec![exclusive]),
+        );
+        memory.mode(mode);
+        drop(
+            (0..COUNT)
+                .map(|_| memory.reserve(256).unwrap())
+                .collect::<Vec<_>>(),
+        );
+        memory.cleanup(Cleanup::Explicit);
+        assert_eq!(memory.memory_usage().bytes_reserved, 0, "{mode:?}");
+        assert_eq!(memory.bytes_allocated(), 0, "{mode:?}");
+        memory.mode(MemoryAllocationMode::Auto);
+        drop(
+            memory
+                .reserve(COUNT * 256 / 2)
+                .expect("the whole device is free"),
+        );
+        assert!(memory.install_memory_pools(vec![exclusive]).is_ok());
+        assert_eq!(memory.bytes_allocated(), 0, "{mode:?}: install");
+    }
+}

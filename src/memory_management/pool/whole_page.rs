@@ -176,6 +176,8 @@ impl WholePagePool {
                 self.pages
                     .release_where(storage, |page| now.saturating_sub(page.freed_at) >= period);
             }
+            // Runs on every reservation, so the sweep is the bounded catch-up: with
+            // more than 1024 slots a freed page may wait a few reservations.
             Release::Immediately if self.pages.count() > 0 => {
                 self.sweep(Sweep::CatchUp, now);
                 self.pages.release_where(storage, |_| true);
@@ -186,7 +188,7 @@ impl WholePagePool {
 
     /// Gives every free page back.
     pub(crate) fn release_free_pages<S: ComputeStorage>(&mut self, storage: &mut S, now: u64) {
-        self.sweep(Sweep::CatchUp, now);
+        self.sweep(Sweep::All, now);
         self.pages.release_where(storage, |_| true);
     }
 
@@ -201,7 +203,7 @@ impl WholePagePool {
         if enough(&self.pages) {
             return false;
         }
-        self.sweep(Sweep::All, now);
+        self.sweep(Sweep::CatchUp, now);
         self.pages.release_until(storage, enough)
     }
 
