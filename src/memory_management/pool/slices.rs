@@ -18,9 +18,8 @@
 //! [`Sweep::CatchUp`]: every slot of a table of at most [`CATCH_UP_WHOLE`] slots, so such
 //! a pool never grows on stale knowledge; a larger table is swept whole only as often as
 //! the reservations since the last full sweep pay for ([`CATCH_UP_RATIO`] slots each).
-//! The pool's clones of the handles sit in an
-//! array of their own, apart from the rest of each slice, so a sweep reads 16 bytes and
-//! one reference count per slot.
+//! The pool's clones of the handles sit in an array of their own, apart from the rest
+//! of each slice, so a sweep reads 16 bytes and one reference count per slot.
 
 use super::pages::Placement;
 use crate::memory_management::error_graph::{ErrorGraph, FailureId};
@@ -61,9 +60,10 @@ pub(crate) enum Sweep {
     Poll,
     /// Every slot when the table holds at most [`CATCH_UP_WHOLE`] slots or the
     /// reservations since the last full sweep pay for it (at most [`CATCH_UP_RATIO`]
-    /// slots per reservation, amortised); a [`Sweep::Poll`] otherwise. Before a pool grows or a whole-page pool
-    /// misses: a pool with many live slices that grows often (a model loading its
-    /// weights one by one) would otherwise visit every slot on every reservation.
+    /// slots per reservation, amortised); a [`Sweep::Poll`] otherwise. Before a pool
+    /// grows or a whole-page pool misses: a pool with many live slices that grows often
+    /// (a model loading its weights one by one) would otherwise visit every slot on
+    /// every reservation.
     CatchUp,
     /// Every slot: before reports, cleanups and errors.
     All,
