@@ -648,8 +648,9 @@ struct Accounting {
     /// passes). A memory that settled makes none.
     allocs_third: Option<u64>,
     /// Handle ids minted per reservation during the third replay (read off cubecl's
-    /// process-wide id counter). 1.0 means every allocation got a fresh id; less means
-    /// some reservations handed out an id an earlier allocation already had.
+    /// process-wide id counter). 1.0: one fresh id per allocation; more: ids are also
+    /// minted for other things (cubecl-server's split remainders); less: some
+    /// reservations handed out an id an earlier allocation already had.
     ids_per_reserve_third: Option<f64>,
     /// Reservations, over the three passes, that handed out an id an earlier allocation
     /// already had (a weak binding of the earlier one then upgrades to the later).

@@ -180,12 +180,10 @@ impl SliceTable {
         if len == 0 {
             return;
         }
-        let catch_up_paid =
-            len <= CATCH_UP_WHOLE || self.since_full.saturating_mul(CATCH_UP_RATIO) >= len;
         let visits = match sweep {
             Sweep::Step => SWEEP_STEP.min(len),
             Sweep::Poll => POLL_LIMIT.min(len),
-            Sweep::CatchUp if catch_up_paid => len,
+            Sweep::CatchUp if self.catch_up_paid(len) => len,
             Sweep::CatchUp => POLL_LIMIT.min(len),
             Sweep::All => len,
         };
@@ -214,6 +212,12 @@ impl SliceTable {
             remaining -= end - start;
             self.cursor = end;
         }
+    }
+
+    /// Whether a [`Sweep::CatchUp`] of a table of `len` slots visits every slot: the
+    /// table is small, or the reservations since the last full sweep pay for it.
+    fn catch_up_paid(&self, len: usize) -> bool {
+        len <= CATCH_UP_WHOLE || self.since_full.saturating_mul(CATCH_UP_RATIO) >= len
     }
 
     /// Empties slot `index`, whose handle every owner let go, and hands its slice to
