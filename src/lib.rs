@@ -18,4 +18,4 @@ pub mod report;
 mod server;
 pub mod storage;
 
-pub use client::{Client, ClientError, Handle, HandleResource, Kernel};
+pub use client::{Client, ClientError, Handle, HandleResource, Kernel, ReadBytes, SubmitPolicy};

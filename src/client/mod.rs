@@ -1,25 +1,31 @@
 //! [`Client`]: what an application calls.
+//!
+//! The client owns the locking: one mutex guards the [`Server`] state, and a second,
+//! re-entrant lock (the submit turn) orders submissions. Work is recorded under the
+//! mutex; `queue.submit` and `device.poll` run with the mutex released, because wgpu
+//! runs application callbacks inside them and such a callback may call the client. The
+//! turn is taken before the mutex, never while holding it, so the two cannot deadlock,
+//! and a callback running inside our own submit may take the turn again.
 
-mod error;
-mod handle;
-mod kernel;
+mod config;
 mod mode;
-mod read_bytes;
 
-pub use error::ClientError;
-pub use handle::{Handle, HandleResource};
-pub use kernel::Kernel;
+pub use crate::server::{
+    ARENA_BYTES, ClientError, DeviceLostCallback, Handle, HandleResource, Kernel, MAX_BIND_GROUPS,
+    MAX_IN_FLIGHT, MAX_PIPELINES, ReadBytes, SHARED_WRITE, SubmitPolicy,
+};
+pub use config::{load_submit_policy, parse_submit_policy};
 pub use mode::ModeWindow;
-pub use read_bytes::ReadBytes;
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,
     load_memory_config,
 };
-use crate::server::{Poller, ReadFuture, Server};
+use crate::server::{DeviceLoss, PendingMap, Poller, ReadFuture, Server, copy_bytes};
 use crate::storage::wgpu_storage::limits::storage_memory_properties;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, ReentrantMutex};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A device's pooled memory and the work on it. `Send + Sync`, cheap to clone: clones
 /// share one device, one queue and one set of pools behind one mutex.
@@ -36,9 +42,15 @@ struct Shared {
     queue: wgpu::Queue,
     info: Option<wgpu::AdapterInfo>,
     server: Mutex<Server>,
+    /// The submit turn: taken before `server`, never while holding it; re-entrant so a
+    /// wgpu callback running inside our submit can submit too.
+    turn: ReentrantMutex<()>,
     records: Mutex<Vec<MemoryRecord>>,
     poller: Arc<Poller>,
     uncaptured: Arc<Mutex<Vec<String>>>,
+    lost: DeviceLoss,
+    /// Upload staging bytes submitted and not yet mapped again.
+    uploads_in_flight: Arc<AtomicU64>,
 }
 
 const _: () = {
@@ -60,6 +72,11 @@ impl Client {
     /// Installs an uncaptured-error handler on `device` that records errors instead of
     /// panicking (see [`uncaptured_errors`](Self::uncaptured_errors)); every operation of
     /// the client catches its own errors in error scopes, so none should arrive there.
+    ///
+    /// Installs the device's device-lost callback too (wgpu keeps one per device): pass
+    /// the application's own through [`on_device_lost`](Self::on_device_lost), which
+    /// chains it after the client's, rather than replacing ours with
+    /// `Device::set_device_lost_callback`.
     pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
         Self::with_layout(
             device,
@@ -83,12 +100,10 @@ impl Client {
             tracing::error!(%error, "uncaptured wgpu error");
             sink.lock().push(error.to_string());
         }));
-        let server = Server::new(device.clone(), queue.clone(), layout);
-        let lost = server.lost.clone();
-        device.set_device_lost_callback(move |reason, message| {
-            tracing::error!(?reason, %message, "wgpu device lost");
-            *lost.lock() = Some(format!("{reason:?}: {message}"));
-        });
+        let lost = DeviceLoss::default();
+        lost.install(&device);
+        let server = Server::new(device.clone(), layout, lost.clone());
+        let uploads_in_flight = server.upload_in_flight();
         let poller = Arc::new(Poller::new(device.clone()));
         Self {
             shared: Arc::new(Shared {
@@ -96,9 +111,12 @@ impl Client {
                 queue,
                 info,
                 server: Mutex::new(server),
+                turn: ReentrantMutex::new(()),
                 records: Mutex::new(Vec::new()),
                 poller,
                 uncaptured,
+                lost,
+                uploads_in_flight,
             }),
         }
     }
@@ -120,6 +138,7 @@ impl Client {
 
     async fn open_default_async() -> Result<Self, ClientError> {
         let pools = load_memory_config()?.and_then(|config| config.pools);
+        let policy = load_submit_policy()?;
         // Vulkan, Metal and DX12 (lavapipe is Vulkan); `WGPU_BACKEND` overrides.
         let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
         descriptor.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY);
@@ -143,12 +162,9 @@ impl Client {
             Some(pools) => pools.resolve(&storage_memory_properties(&device.limits()))?,
             None => PoolLayout::Preset(MemoryConfiguration::default()),
         };
-        Ok(Self::with_layout(
-            device,
-            queue,
-            Some(adapter.get_info()),
-            layout,
-        ))
+        let client = Self::with_layout(device, queue, Some(adapter.get_info()), layout);
+        client.set_submit_policy(policy);
+        Ok(client)
     }
 
     /// The adapter the client opened, when it opened one itself.
@@ -168,13 +184,39 @@ impl Client {
 
     /// A handle of `data.len()` bytes holding `data`.
     ///
+    /// The bytes are copied once, into pooled upload staging (mapped memory), and the copy
+    /// into the handle joins the pending batch: nothing waits for the GPU.
+    ///
     /// # Errors
-    /// [`ClientError::Reserve`] when the memory cannot hold it; [`ClientError::Wgpu`] when
-    /// wgpu rejects the write.
+    /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Reserve`] when
+    /// the main or the upload staging memory cannot hold it; [`ClientError::Map`] when the
+    /// staging range is not mapped; [`ClientError::Wgpu`] when a due submit fails.
     pub fn create(&self, data: &[u8]) -> Result<Handle, ClientError> {
-        let mut server = self.shared.server.lock();
-        let handle = server.empty(data.len() as u64)?;
-        server.write(&handle, 0, data)?;
+        self.create_with(data.len() as u64, |bytes| copy_bytes(bytes, data))
+    }
+
+    /// A handle of `size` bytes, filled by `fill` writing straight into the mapped upload
+    /// staging range (no host copy at all). `fill` gets exactly `size` bytes, whose prior
+    /// contents are unspecified; it runs under the client's lock, so it must not call the
+    /// client.
+    ///
+    /// # Errors
+    /// As [`create`](Self::create).
+    pub fn create_with(
+        &self,
+        size: u64,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<Handle, ClientError> {
+        self.before_upload();
+        let (handle, due) = {
+            let mut server = self.shared.server.lock();
+            let handle = server.empty(size)?;
+            server.write_with(&handle, 0, size, fill)?;
+            (handle, server.submit_due())
+        };
+        if due {
+            self.flush()?;
+        }
         Ok(handle)
     }
 
@@ -182,36 +224,142 @@ impl Client {
     /// old bytes).
     ///
     /// # Errors
-    /// [`ClientError::Reserve`] when the memory cannot hold it.
+    /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Reserve`] when
+    /// the memory cannot hold it.
     pub fn empty(&self, size: u64) -> Result<Handle, ClientError> {
         self.shared.server.lock().empty(size)
     }
 
-    /// Writes `data` at byte `offset` of `handle`, ordered after every launch already made
-    /// and before every later one.
+    /// Writes `data` at byte `offset` of `handle`, ordered after every launch and write
+    /// already made and before every later one. Unaligned offsets and lengths are fine:
+    /// the partly covered edge words are merged on the GPU, in order, without a round
+    /// trip.
     ///
     /// # Errors
     /// [`ClientError::OutOfBounds`] when the range leaves the handle; [`ClientError::Memory`]
-    /// for a stale handle; [`ClientError::Wgpu`] when wgpu rejects it.
+    /// for a stale handle; otherwise as [`create`](Self::create).
     pub fn write(&self, handle: &Handle, offset: u64, data: &[u8]) -> Result<(), ClientError> {
-        self.shared.server.lock().write(handle, offset, data)
+        self.write_with(handle, offset, data.len() as u64, |bytes| {
+            copy_bytes(bytes, data)
+        })
+    }
+
+    /// Writes `size` bytes at byte `offset` of `handle`, filled by `fill` straight into
+    /// the mapped upload staging range. `fill` runs under the client's lock, so it must
+    /// not call the client.
+    ///
+    /// # Errors
+    /// As [`write`](Self::write).
+    pub fn write_with(
+        &self,
+        handle: &Handle,
+        offset: u64,
+        size: u64,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), ClientError> {
+        self.before_upload();
+        let due = {
+            let mut server = self.shared.server.lock();
+            server.write_with(handle, offset, size, fill)?;
+            server.submit_due()
+        };
+        if due {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Before an upload: notices a lost device, and waits for the device while upload
+    /// staging in flight is over [`MAX_IN_FLIGHT`] bytes, so a stream of writes holds a
+    /// bounded amount of staging. Every wait is on the device's answer, and there are at
+    /// most 64 of them.
+    fn before_upload(&self) {
+        self.notice_loss();
+        for _ in 0..64 {
+            if self.shared.uploads_in_flight.load(Ordering::Relaxed) <= MAX_IN_FLIGHT
+                || self.shared.lost.message().is_some()
+            {
+                return;
+            }
+            let _ = self.flush();
+            self.poll(wgpu::PollType::wait_indefinitely());
+        }
+    }
+
+    /// Runs wgpu's device maintenance without waiting: completes callbacks, and lets the
+    /// device-lost callback run when the device was destroyed. Holds no lock of ours.
+    fn notice_loss(&self) {
+        self.poll(wgpu::PollType::Poll);
+    }
+
+    /// Polls the device holding no lock of ours; a panic inside wgpu is caught and
+    /// logged.
+    fn poll(&self, poll: wgpu::PollType) -> bool {
+        let device = &self.shared.device;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.poll(poll))) {
+            Ok(Ok(_)) => true,
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "device poll failed");
+                false
+            }
+            Err(_) => {
+                tracing::error!("device poll panicked inside wgpu");
+                false
+            }
+        }
+    }
+
+    /// Submits the work recorded so far (launches, copies, uploads) now, without waiting
+    /// for it. Work is also submitted when a read needs it, on [`sync`](Self::sync), and
+    /// when the [`SubmitPolicy`] says so.
+    ///
+    /// # Errors
+    /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Wgpu`] when
+    /// wgpu refuses the batch (its outputs then carry that error, see the crate docs).
+    pub fn flush(&self) -> Result<(), ClientError> {
+        self.submit().map(|_| ())
+    }
+
+    /// Takes the recorded batch and submits it in the submit turn, without the mutex.
+    fn submit(&self) -> Result<Option<wgpu::SubmissionIndex>, ClientError> {
+        let _turn = self.shared.turn.lock();
+        let batch = {
+            let mut server = self.shared.server.lock();
+            server.check_lost("submit")?;
+            server.take_batch()
+        };
+        self.submit_batch(batch)
+    }
+
+    fn submit_batch(
+        &self,
+        batch: Option<crate::server::Batch>,
+    ) -> Result<Option<wgpu::SubmissionIndex>, ClientError> {
+        let Some(batch) = batch else {
+            return Ok(None);
+        };
+        match batch.submit(&self.shared.device, &self.shared.queue) {
+            Ok(submission) => Ok(Some(submission)),
+            Err(failure) => Err(self.shared.server.lock().batch_failed(failure)),
+        }
     }
 
     /// Reads the whole handle back, zero-copy: the bytes are a view of the mapped
     /// staging range ([`ReadBytes`]).
     ///
-    /// The copy is submitted when `read` is called, so the bytes are those after every
-    /// earlier launch and write and before every later one, whenever the future is
-    /// awaited. The future completes without the caller polling wgpu (a background thread
-    /// polls while reads are in flight) and never holds the client's lock while it waits.
-    /// Dropping it early gives its staging slice back once the map completes. A zero-size
-    /// read issues no GPU work.
+    /// The read's copy joins the pending batch, which the read submits at once, so the
+    /// bytes are those after every earlier launch and write and before every later one,
+    /// whenever the future is awaited. The future completes without the caller polling
+    /// wgpu (a background thread polls while maps are pending) and never holds the
+    /// client's lock while it waits. Dropping it early gives its staging slice back once
+    /// the map completes. A zero-size read issues no GPU work.
     ///
     /// # Errors
     /// [`ClientError::Unwritten`] when a failure claims bytes of the handle (the report
     /// names the root wgpu error and the skipped kernels); [`ClientError::Unallocated`]
     /// when the handle has no slice; [`ClientError::Reserve`] when no staging memory is
-    /// left; [`ClientError::Wgpu`] when wgpu refuses the copy; [`ClientError::Map`] when
+    /// left; [`ClientError::DeviceLost`] when the device is lost before or during the
+    /// read; [`ClientError::Wgpu`] when wgpu refuses the batch; [`ClientError::Map`] when
     /// mapping fails.
     pub fn read(
         &self,
@@ -219,14 +367,13 @@ impl Client {
     ) -> impl Future<Output = Result<ReadBytes, ClientError>> + Send + 'static {
         let started = self.start_read(&[handle]);
         async move {
-            let mut parts = started?.await?;
+            let mut parts = started.await?;
             Ok(parts.pop().unwrap_or_else(ReadBytes::empty))
         }
     }
 
-    /// Reads many handles with one staging allocation, one encoder, one submit and one map
-    /// (small reads cost one round trip, not one each); one [`ReadBytes`] per handle, in
-    /// order.
+    /// Reads many handles with one staging allocation, one submit and one map (small
+    /// reads cost one round trip, not one each); one [`ReadBytes`] per handle, in order.
     ///
     /// # Errors
     /// As [`read`](Self::read).
@@ -234,19 +381,48 @@ impl Client {
         &self,
         handles: &[&Handle],
     ) -> impl Future<Output = Result<Vec<ReadBytes>, ClientError>> + Send + 'static {
-        let started = self.start_read(handles);
-        async move { started?.await }
+        self.start_read(handles)
     }
 
-    fn start_read(&self, handles: &[&Handle]) -> Result<ReadFuture, ClientError> {
+    fn start_read(&self, handles: &[&Handle]) -> ReadFuture {
+        self.notice_loss();
         let parts: Vec<(&Handle, u64, u64)> = handles.iter().map(|h| (*h, 0, h.size)).collect();
-        let map = self.shared.server.lock().start_read(&parts)?;
-        Ok(ReadFuture::new(
-            map,
+        let started = self.record_and_submit_read(&parts);
+        ReadFuture::new(
+            started,
             parts.len(),
             self.shared.poller.clone(),
             self.shared.device.clone(),
-        ))
+            self.shared.lost.clone(),
+        )
+    }
+
+    /// Records the read's copies, submits the batch that carries them, and requests the
+    /// staging map behind that submission.
+    fn record_and_submit_read(
+        &self,
+        parts: &[(&Handle, u64, u64)],
+    ) -> Result<Option<PendingMap>, ClientError> {
+        let _turn = self.shared.turn.lock();
+        let (plan, batch) = {
+            let mut server = self.shared.server.lock();
+            let plan = server.start_read(parts)?;
+            let batch = plan.as_ref().and_then(|_| server.take_batch());
+            (plan, batch)
+        };
+        let Some(plan) = plan else {
+            return Ok(None);
+        };
+        let submission = match self.submit_batch(batch)? {
+            Some(submission) => submission,
+            // Cannot happen (the read recorded copies), but a fence is still well defined.
+            None => self.shared.queue.submit([]),
+        };
+        Ok(Some(plan.map(
+            &self.shared.device,
+            submission,
+            &self.shared.poller,
+        )))
     }
 
     /// [`read`](Self::read), blocking the calling thread.
@@ -271,10 +447,11 @@ impl Client {
         self.shared.server.lock().main.error_graph().len()
     }
 
-    /// Upload bytes the client holds until the device has consumed them, in bytes
-    /// (bounded by the drop queue's flushing policy: at most about twice 64 MiB).
+    /// Upload staging the device has not given back yet, in bytes: pages submitted and
+    /// not yet mapped again. A write waits for the device while this is over
+    /// [`MAX_IN_FLIGHT`] (256 MiB), so it stays under that plus one write.
     pub fn pending_upload_bytes(&self) -> u64 {
-        self.shared.server.lock().uploads.held_bytes()
+        self.shared.uploads_in_flight.load(Ordering::Relaxed)
     }
 
     /// Dispatches `kernel` over `workgroups`, binding the i-th handle as
@@ -296,10 +473,15 @@ impl Client {
         workgroups: [u32; 3],
         handles: &[&Handle],
     ) -> Result<(), ClientError> {
-        self.shared
-            .server
-            .lock()
-            .launch(kernel, workgroups, handles)
+        let due = {
+            let mut server = self.shared.server.lock();
+            server.launch(kernel, workgroups, handles)?;
+            server.submit_due()
+        };
+        if due {
+            self.flush()?;
+        }
+        Ok(())
     }
 
     /// Where `handle`'s bytes are, for the application's own bind groups and copies.
@@ -347,18 +529,65 @@ impl Client {
         self.shared.records.lock().clone()
     }
 
-    /// Gives every page without a live slice back to the driver, in both memories.
+    /// Gives every page without a live slice back to the driver, in every memory (main,
+    /// readback staging, upload staging). Submits the recorded work first, and lets wgpu
+    /// finish the callbacks that hand staging pages back.
     pub fn cleanup(&self) {
+        let _ = self.flush();
+        self.poll(wgpu::PollType::Poll);
         self.shared.server.lock().cleanup()
     }
 
-    /// Waits until every submitted operation is done.
+    /// Submits the recorded work and waits until everything submitted is done (an
+    /// untimed wait on the device's answer; a lost device answers at once).
     ///
     /// # Errors
-    /// [`ClientError::Wgpu`] when polling the device fails (a lost device).
+    /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Wgpu`] when
+    /// wgpu refuses the recorded batch or the wait fails.
     pub fn sync(&self) -> Result<(), ClientError> {
-        let server = self.shared.server.lock();
-        server.sync()
+        self.flush()?;
+        let device = &self.shared.device;
+        let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            device.poll(wgpu::PollType::wait_indefinitely())
+        }));
+        if let Some(message) = self.shared.lost.message() {
+            return Err(crate::server::lost_error("sync", message));
+        }
+        match waited {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) => Err(crate::server::wgpu_error("sync", error)),
+            Err(_) => Err(crate::server::wgpu_error(
+                "sync",
+                "device poll panicked inside wgpu",
+            )),
+        }
+    }
+
+    /// Adds an application callback for the loss of the device, called after the client
+    /// recorded the loss (so every later operation already fails with
+    /// [`ClientError::DeviceLost`]). wgpu keeps one device-lost callback per device and the
+    /// client holds it; callbacks registered here are chained behind it, in order.
+    pub fn on_device_lost(
+        &self,
+        callback: impl Fn(wgpu::DeviceLostReason, &str) + Send + Sync + 'static,
+    ) {
+        self.shared.lost.listen(Box::new(callback));
+    }
+
+    /// The policy that submits recorded work without a read, flush or sync asking.
+    pub fn submit_policy(&self) -> SubmitPolicy {
+        self.shared.server.lock().policy
+    }
+
+    /// Replaces the submit policy (see [`SubmitPolicy`]).
+    pub fn set_submit_policy(&self, policy: SubmitPolicy) {
+        self.shared.server.lock().policy = policy;
+    }
+
+    /// Compute pipelines the client holds compiled: one per WGSL source and entry point,
+    /// at most [`MAX_PIPELINES`].
+    pub fn cached_pipelines(&self) -> usize {
+        self.shared.server.lock().cached_pipelines()
     }
 
     /// The wgpu errors that reached the device's uncaptured-error handler since the client

@@ -1,26 +1,29 @@
-//! Dispatching a kernel over handles, inside error scopes.
+//! Dispatching a kernel over handles into the pending batch.
 
+use super::caches::{BindGroupKey, CachedPipeline, PipelineKey};
+use super::error::ClientError;
+use super::handle::Handle;
+use super::kernel::Kernel;
 use super::{Server, wgpu_error};
-use crate::client::{ClientError, Handle, Kernel};
 use crate::memory_management::{Claim, FailureId, ManagedMemoryId, Skipped};
 use crate::storage::wgpu_storage::error::capture;
 
 impl Server {
-    /// Dispatches `kernel` with `workgroups`, binding the i-th handle as the storage
-    /// buffer `@group(0) @binding(i)` at its offset; submits at once so later writes to
-    /// the same bytes land after it.
+    /// Records a dispatch of `kernel` over `workgroups` in the pending batch, binding the
+    /// i-th handle as the storage buffer `@group(0) @binding(i)` at its offset.
     ///
-    /// A write scope surrounds it: the outputs (the handles the kernel writes) are
-    /// claimed by a provisional failure, released when wgpu accepts the launch, and left
-    /// claimed by the real wgpu error when it does not. A launch whose inputs carry a
-    /// claim is not dispatched: its outputs take the same failure and a [`Skipped`]
-    /// record is added.
+    /// Failure tracking: a launch whose inputs carry a claim is not dispatched; its
+    /// outputs take the same failure and a [`Skipped`] record is added. An error wgpu
+    /// reports while the launch is encoded (the pipeline, the bind group) claims the
+    /// outputs with that error. Otherwise the outputs count as written; should the batch
+    /// fail as a whole, its failure claims them (see `batch`).
     pub(crate) fn launch(
         &mut self,
         kernel: &Kernel,
         workgroups: [u32; 3],
         handles: &[&Handle],
     ) -> Result<(), ClientError> {
+        self.check_lost(&format!("launch of {}", kernel.label))?;
         self.check_launch(kernel, workgroups, handles.len())?;
         let outputs: Vec<&Handle> = (0..handles.len())
             .filter(|&i| kernel.writes_binding(i))
@@ -34,28 +37,21 @@ impl Server {
             self.skip(kernel, failure, needed, &outputs);
             return Ok(());
         }
-        let provisional = self
-            .main
-            .error_graph_mut()
-            .insert(format!("launch of `{}` did not complete", kernel.label));
-        for output in &outputs {
-            self.main
-                .taint(&output.binding(), 0..output.size, provisional);
-        }
-        let result = self.dispatch(kernel, workgroups, handles);
-        match &result {
-            Ok(()) => {
-                for output in &outputs {
-                    self.main.written(&output.binding(), 0..output.size);
-                }
+        if let Err(error) = self.encode_dispatch(kernel, workgroups, handles) {
+            let failure = self.main.error_graph_mut().insert(error.to_string());
+            for output in &outputs {
+                self.main.taint(&output.binding(), 0..output.size, failure);
             }
-            Err(error) => self
-                .main
-                .error_graph_mut()
-                .replace(provisional, error.to_string()),
+            self.main.error_graph_mut().prune(failure);
+            return Err(error);
         }
-        self.main.error_graph_mut().prune(provisional);
-        result
+        for output in &outputs {
+            let binding = output.binding();
+            self.main.written(&binding, 0..output.size);
+            self.pending.output(&binding, 0..output.size);
+        }
+        self.pending.count_dispatch();
+        Ok(())
     }
 
     /// The first failure claiming bytes of an input, with the input's id.
@@ -91,57 +87,75 @@ impl Server {
         );
     }
 
-    /// Encodes and submits the dispatch inside error scopes.
-    fn dispatch(
+    /// Encodes the dispatch into the batch's open compute pass, with the cached pipeline
+    /// and bind group (made inside error scopes on a miss).
+    pub(crate) fn encode_dispatch(
         &mut self,
         kernel: &Kernel,
         workgroups: [u32; 3],
         handles: &[&Handle],
     ) -> Result<(), ClientError> {
-        if let Some(message) = self.lost.lock().clone() {
-            return Err(ClientError::Wgpu {
-                operation: format!("launch of {}", kernel.label),
-                message: format!("the device was lost: {message}"),
-            });
+        let pipeline = self.pipeline(kernel)?;
+        let mut bindings = Vec::with_capacity(handles.len());
+        for handle in handles {
+            let resource = self.resource(handle)?;
+            let size = resource.binding_size();
+            bindings.push((resource.buffer, resource.offset, size));
         }
-        let resources = handles
-            .iter()
-            .map(|handle| self.resource(handle))
-            .collect::<Result<Vec<_>, _>>()?;
-        let pipeline = self.pipeline(kernel)?.clone();
+        let key = BindGroupKey {
+            pipeline: pipeline.slot,
+            bindings,
+        };
+        let bind_group = self.bind_group(kernel, &pipeline, key)?;
+        let pass = self.pending.pass(&self.device);
+        pass.set_pipeline(&pipeline.pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+        Ok(())
+    }
+
+    /// The bind group for `key`, from the cache or made now.
+    fn bind_group(
+        &mut self,
+        kernel: &Kernel,
+        pipeline: &CachedPipeline,
+        key: BindGroupKey,
+    ) -> Result<wgpu::BindGroup, ClientError> {
+        let deallocations = self.main.storage().deallocations();
+        if deallocations != self.seen_deallocations {
+            // A page went back to wgpu: let go of the bind groups that may hold it.
+            self.bind_groups.clear();
+            self.seen_deallocations = deallocations;
+        }
+        if let Some(bind_group) = self.bind_groups.get(&key) {
+            return Ok(bind_group);
+        }
         let device = &self.device;
-        let ((), error) = capture(device, || {
-            let entries: Vec<wgpu::BindGroupEntry> = resources
+        let (bind_group, error) = capture(device, || {
+            let entries: Vec<wgpu::BindGroupEntry> = key
+                .bindings
                 .iter()
                 .enumerate()
-                .map(|(i, resource)| wgpu::BindGroupEntry {
+                .map(|(i, (buffer, offset, size))| wgpu::BindGroupEntry {
                     binding: i as u32,
-                    resource: wgpu::BindingResource::Buffer(resource.as_binding()),
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer,
+                        offset: *offset,
+                        size: wgpu::BufferSize::new(*size),
+                    }),
                 })
                 .collect();
-            let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some(&kernel.label),
-                layout: &pipeline.get_bind_group_layout(0),
+                layout: &pipeline.layout,
                 entries: &entries,
-            });
-            let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some(&kernel.label),
-            });
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some(&kernel.label),
-                    timestamp_writes: None,
-                });
-                pass.set_pipeline(&pipeline);
-                pass.set_bind_group(0, &bind_group, &[]);
-                pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
-            }
-            self.queue.submit([encoder.finish()]);
+            })
         });
-        match error {
-            Some(error) => Err(wgpu_error(format!("launch of {}", kernel.label), error)),
-            None => Ok(()),
+        if let Some(error) = error {
+            return Err(wgpu_error(format!("launch of {}", kernel.label), error));
         }
+        self.bind_groups.insert(key, bind_group.clone());
+        Ok(bind_group)
     }
 
     fn check_launch(
@@ -150,8 +164,7 @@ impl Server {
         workgroups: [u32; 3],
         bindings: usize,
     ) -> Result<(), ClientError> {
-        let limits = self.device.limits();
-        let limit = limits.max_compute_workgroups_per_dimension;
+        let limit = self.limits.max_compute_workgroups_per_dimension;
         if workgroups.iter().any(|&count| count > limit) {
             return Err(ClientError::TooManyWorkgroups {
                 kernel: kernel.label.to_string(),
@@ -159,7 +172,7 @@ impl Server {
                 limit,
             });
         }
-        let binding_limit = limits.max_storage_buffers_per_shader_stage;
+        let binding_limit = self.limits.max_storage_buffers_per_shader_stage;
         if bindings > binding_limit as usize {
             return Err(ClientError::TooManyBindings {
                 kernel: kernel.label.to_string(),
@@ -170,29 +183,48 @@ impl Server {
         Ok(())
     }
 
-    /// The kernel's pipeline, compiled on first use inside error scopes.
-    fn pipeline(&mut self, kernel: &Kernel) -> Result<&wgpu::ComputePipeline, ClientError> {
-        if !self.pipelines.contains_key(&kernel.id) {
-            let device = &self.device;
-            let (pipeline, error) = capture(device, || {
-                let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(&kernel.label),
-                    source: wgpu::ShaderSource::Wgsl(kernel.source.as_ref().into()),
-                });
-                device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(&kernel.label),
-                    layout: None,
-                    module: &module,
-                    entry_point: Some(&kernel.entry_point),
-                    compilation_options: Default::default(),
-                    cache: None,
-                })
-            });
-            if let Some(error) = error {
-                return Err(wgpu_error(format!("compiling {}", kernel.label), error));
-            }
-            self.pipelines.insert(kernel.id, pipeline);
+    /// The kernel's pipeline: from the cache (keyed by source and entry point), or
+    /// compiled now inside error scopes.
+    fn pipeline(&mut self, kernel: &Kernel) -> Result<CachedPipeline, ClientError> {
+        let key = PipelineKey {
+            source: kernel.source.clone(),
+            entry_point: kernel.entry_point.clone(),
+        };
+        if let Some(pipeline) = self.pipelines.get(&key) {
+            return Ok(pipeline);
         }
-        Ok(&self.pipelines[&kernel.id])
+        let device = &self.device;
+        let (pipeline, error) = capture(device, || {
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(&kernel.label),
+                source: wgpu::ShaderSource::Wgsl(kernel.source.as_ref().into()),
+            });
+            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(&kernel.label),
+                layout: None,
+                module: &module,
+                entry_point: Some(&kernel.entry_point),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+            let layout = pipeline.get_bind_group_layout(0);
+            (pipeline, layout)
+        });
+        if let Some(error) = error {
+            return Err(wgpu_error(format!("compiling {}", kernel.label), error));
+        }
+        self.next_pipeline_slot += 1;
+        let cached = CachedPipeline {
+            pipeline: pipeline.0,
+            layout: pipeline.1,
+            slot: self.next_pipeline_slot,
+        };
+        self.pipelines.insert(key, cached.clone());
+        Ok(cached)
+    }
+
+    /// Pipelines held in the cache.
+    pub(crate) fn cached_pipelines(&self) -> usize {
+        self.pipelines.len()
     }
 }

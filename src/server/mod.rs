@@ -1,61 +1,85 @@
-//! Per device: the main memory, the staging memory, and the wgpu work around them.
+//! Per device: the main memory, the staging memories, and the wgpu work around them.
 //!
-//! All of it sits behind the client's one mutex. Work is submitted in the order it is
-//! asked for on one queue, so a slice freed by one operation and reused by the next is
-//! never written before the earlier work that used it (the queue orders them).
+//! The [`Server`] sits behind the client's one mutex and only records work: launches,
+//! upload copies and read copies go into one pending encoder ([`batch`]), in the order
+//! they are asked for. The client takes the recorded [`Batch`] out and submits it
+//! without holding that mutex (wgpu runs application callbacks inside `queue.submit`
+//! and `device.poll`, and such a callback may call the client). Batches are submitted
+//! one at a time in the order they were taken, so a slice freed by one operation and
+//! reused by the next is never written before the earlier work that used it.
+//!
+//! Types the client hands out ([`Handle`], [`Kernel`], [`ReadBytes`], [`ClientError`])
+//! are defined here, the layer that gives them meaning, and re-exported by the client.
 
-mod fence;
+mod batch;
+mod caches;
+mod error;
+mod handle;
+mod kernel;
 mod launch;
+mod lost;
 mod poller;
+mod read_bytes;
 mod readback;
 mod transfer;
+mod upload;
 
+pub use batch::SubmitPolicy;
+pub use caches::{MAX_BIND_GROUPS, MAX_PIPELINES};
+pub use error::ClientError;
+pub use handle::{Handle, HandleResource};
+pub use kernel::Kernel;
+pub use lost::DeviceLostCallback;
+pub use read_bytes::ReadBytes;
+pub use upload::{ARENA_BYTES, MAX_IN_FLIGHT, SHARED_WRITE};
+
+pub(crate) use batch::{Batch, BatchFailure};
+pub(crate) use lost::DeviceLoss;
 pub(crate) use poller::Poller;
-pub(crate) use readback::{Mapping, ReadFuture};
+pub(crate) use readback::{PendingMap, ReadFuture};
+pub(crate) use upload::copy_bytes;
 
-use crate::client::{ClientError, Handle, HandleResource};
-use crate::memory_management::drop_queue::PendingDropQueue;
 use crate::memory_management::{
     AuxiliaryMemoryReport, Cleanup, MemoryConfiguration, MemoryManagement, MemoryManagementOptions,
-    MemoryReport, StreamMemoryReport,
+    MemoryPoolOptions, MemoryReport, PoolLayout, PoolType, StreamMemoryReport,
 };
-use crate::memory_management::{MemoryPoolOptions, PoolLayout, PoolType};
 use crate::storage::WgpuStorage;
 use crate::storage::wgpu_storage::limits::{staging_memory_properties, storage_memory_properties};
+use batch::PendingWork;
+use caches::{BindGroupKey, CachedPipeline, Lru, PipelineKey};
 use cubecl_environment::stream::StreamId;
-use fence::WgpuFence;
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::sync::Arc;
+use upload::UploadStaging;
 
 /// The usages of main-memory pages: bound as storage buffers, copied from and into.
 pub(crate) const MAIN_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_SRC)
     .union(wgpu::BufferUsages::COPY_DST);
 
-/// The usages of staging pages: copied into, then mapped for reading.
+/// The usages of readback staging pages: copied into, then mapped for reading.
 pub(crate) const STAGING_USAGE: wgpu::BufferUsages =
     wgpu::BufferUsages::MAP_READ.union(wgpu::BufferUsages::COPY_DST);
 
 /// The device-side state of a client.
 pub(crate) struct Server {
     pub(crate) device: wgpu::Device,
-    pub(crate) queue: wgpu::Queue,
+    limits: wgpu::Limits,
     pub(crate) main: MemoryManagement<WgpuStorage>,
     pub(crate) staging: MemoryManagement<WgpuStorage>,
-    /// Upload bytes, held until the submission that consumed them is done; bounds the
-    /// bytes wgpu stages for writes nobody submitted yet.
-    pub(crate) uploads: PendingDropQueue<WgpuFence>,
-    pipelines: HashMap<u64, wgpu::ComputePipeline>,
-    /// Set by the device-lost callback: every later launch fails with it.
-    pub(crate) lost: Arc<Mutex<Option<String>>>,
+    uploads: UploadStaging,
+    pending: PendingWork,
+    pub(crate) policy: SubmitPolicy,
+    pipelines: Lru<PipelineKey, CachedPipeline>,
+    next_pipeline_slot: u64,
+    bind_groups: Lru<BindGroupKey, wgpu::BindGroup>,
+    seen_deallocations: u64,
+    merge_kernel: Kernel,
+    pub(crate) lost: DeviceLoss,
 }
 
 impl Server {
-    pub(crate) fn new(device: wgpu::Device, queue: wgpu::Queue, layout: PoolLayout) -> Self {
+    pub(crate) fn new(device: wgpu::Device, layout: PoolLayout, lost: DeviceLoss) -> Self {
         let limits = device.limits();
         let main_properties = storage_memory_properties(&limits);
-        let staging_properties = staging_memory_properties(&limits);
         let (config, options) = match layout {
             PoolLayout::Preset(config) => (config, MemoryManagementOptions::new("main")),
             PoolLayout::Explicit(pools) => (
@@ -69,36 +93,26 @@ impl Server {
             config,
             options,
         );
-        // A mapped buffer maps whole: two reads must never share one, so staging pages
-        // are exclusive. One pool for every size, so a read that needs a new page gives
-        // back the idle pages of other sizes first (field scenario C10).
-        let staging_pool = MemoryPoolOptions {
-            pool_type: PoolType::ExclusivePages {
-                max_alloc_size: staging_properties.max_page_size,
-            },
-            dealloc_period: Some(5000),
-        };
-        let staging = MemoryManagement::from_configuration(
-            WgpuStorage::new(device.clone(), STAGING_USAGE, staging_properties.alignment),
-            &staging_properties,
-            MemoryConfiguration::ExclusivePages,
-            MemoryManagementOptions::new("staging")
-                .pools(vec![staging_pool])
-                .transient(),
-        );
         Self {
+            staging: readback_staging(&device, &limits),
+            uploads: UploadStaging::new(&device),
             device,
-            queue,
+            limits,
             main,
-            staging,
-            uploads: PendingDropQueue::default(),
-            pipelines: HashMap::new(),
-            lost: Arc::new(Mutex::new(None)),
+            pending: PendingWork::default(),
+            policy: SubmitPolicy::default(),
+            pipelines: Lru::new(MAX_PIPELINES),
+            next_pipeline_slot: 0,
+            bind_groups: Lru::new(MAX_BIND_GROUPS),
+            seen_deallocations: 0,
+            merge_kernel: transfer::merge_kernel(),
+            lost,
         }
     }
 
     /// A new handle of `size` bytes in the main memory.
     pub(crate) fn empty(&mut self, size: u64) -> Result<Handle, ClientError> {
+        self.check_lost("create")?;
         let memory = self.main.reserve(size)?;
         Ok(Handle { memory, size })
     }
@@ -115,15 +129,22 @@ impl Server {
         })
     }
 
+    /// The main pools, and the readback and upload staging as auxiliary memories.
     pub(crate) fn memory_report(&self) -> MemoryReport {
         MemoryReport {
             streams: vec![StreamMemoryReport {
                 stream: StreamId { value: 0 },
                 pools: self.main.memory_report(),
-                auxiliary: vec![AuxiliaryMemoryReport {
-                    name: "staging".to_string(),
-                    pools: self.staging.memory_report(),
-                }],
+                auxiliary: vec![
+                    AuxiliaryMemoryReport {
+                        name: "staging".to_string(),
+                        pools: self.staging.memory_report(),
+                    },
+                    AuxiliaryMemoryReport {
+                        name: "upload".to_string(),
+                        pools: self.uploads.memory.memory_report(),
+                    },
+                ],
             }],
         }
     }
@@ -137,32 +158,93 @@ impl Server {
         Ok(())
     }
 
+    /// Gives every free page back, in every memory. Pages dropped here may still be used
+    /// by submitted work; wgpu keeps a dropped buffer alive until that work is done.
     pub(crate) fn cleanup(&mut self) {
-        // Pages dropped here may still be read by submitted work; wgpu keeps a dropped
-        // buffer alive until that work is done.
-        let (device, queue) = (self.device.clone(), self.queue.clone());
-        self.uploads
-            .drain(|| WgpuFence::new(device.clone(), queue.submit([])));
         self.main.cleanup(Cleanup::Explicit);
         self.staging.cleanup(Cleanup::Explicit);
+        self.uploads.memory.cleanup(Cleanup::Explicit);
     }
 
-    /// Waits until every submitted operation is done.
-    pub(crate) fn sync(&self) -> Result<(), ClientError> {
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map(|_| ())
-            .map_err(|error| ClientError::Wgpu {
-                operation: "sync".to_string(),
-                message: error.to_string(),
-            })
+    /// Takes the recorded work out as one batch, or `None` when nothing is recorded.
+    pub(crate) fn take_batch(&mut self) -> Option<Batch> {
+        self.uploads.close_arena();
+        (!self.pending.is_empty()).then(|| self.pending.take())
+    }
+
+    /// Whether the submit policy makes a submit due.
+    pub(crate) fn submit_due(&self) -> bool {
+        self.pending.due(&self.policy)
+    }
+
+    /// Records a batch wgpu refused: its outputs carry the failure, and a lost device is
+    /// remembered. Returns the error for the operation that submitted it.
+    pub(crate) fn batch_failed(&mut self, failure: BatchFailure) -> ClientError {
+        if failure.lost {
+            self.lost.record(failure.message.clone());
+        }
+        let message = format!("a batch of recorded work failed: {}", failure.message);
+        let id = self.main.error_graph_mut().insert(message.clone());
+        for (binding, range) in &failure.outputs {
+            self.main.taint(binding, range.clone(), id);
+        }
+        self.main.error_graph_mut().prune(id);
+        match self.lost.message() {
+            Some(lost) => lost_error("submit", lost),
+            None => wgpu_error("submit", message),
+        }
+    }
+
+    /// Upload staging bytes in flight (shared with the client, read without the lock).
+    pub(crate) fn upload_in_flight(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+        self.uploads.in_flight()
+    }
+
+    /// Fails with [`ClientError::DeviceLost`] once the device is known to be lost.
+    pub(crate) fn check_lost(&self, operation: &str) -> Result<(), ClientError> {
+        match self.lost.message() {
+            Some(message) => Err(lost_error(operation, message)),
+            None => Ok(()),
+        }
     }
 }
 
-/// Turns a wgpu error caught around `operation` into a client error.
-pub(crate) fn wgpu_error(operation: impl Into<String>, error: wgpu::Error) -> ClientError {
+/// The readback staging memory: exclusive MAP_READ pages (a mapped buffer maps whole, so
+/// two reads never share one), one pool for every size, so a read that needs a new page
+/// gives back the idle pages of other sizes first (field scenario C10).
+fn readback_staging(device: &wgpu::Device, limits: &wgpu::Limits) -> MemoryManagement<WgpuStorage> {
+    let properties = staging_memory_properties(limits);
+    let pool = MemoryPoolOptions {
+        pool_type: PoolType::ExclusivePages {
+            max_alloc_size: properties.max_page_size,
+        },
+        dealloc_period: Some(5000),
+    };
+    MemoryManagement::from_configuration(
+        WgpuStorage::new(device.clone(), STAGING_USAGE, properties.alignment),
+        &properties,
+        MemoryConfiguration::ExclusivePages,
+        MemoryManagementOptions::new("staging")
+            .pools(vec![pool])
+            .transient(),
+    )
+}
+
+/// Turns a wgpu error raised around `operation` into a client error.
+pub(crate) fn wgpu_error(
+    operation: impl Into<String>,
+    error: impl std::fmt::Display,
+) -> ClientError {
     ClientError::Wgpu {
         operation: operation.into(),
         message: error.to_string(),
+    }
+}
+
+/// The error of an operation on a lost device.
+pub(crate) fn lost_error(operation: impl Into<String>, message: String) -> ClientError {
+    ClientError::DeviceLost {
+        operation: operation.into(),
+        message,
     }
 }

@@ -1,33 +1,46 @@
 //! The background poller: completes `map_async` callbacks without the caller polling.
 //!
-//! 1. A read takes a [`PollGuard`] once its map is requested; while any guard lives the
-//!    poller thread polls the device (waiting up to 50 ms at a time), which runs the map
-//!    callbacks, which wake the readers' futures.
-//! 2. With no guard alive the thread sleeps on a condition variable: an idle client costs
-//!    nothing.
-//! 3. A read dropped before its map completed hands its staging slice to the poller
-//!    ([`Poller::abandon`]), which holds it in a [`PendingDropQueue`] behind a fence that
-//!    passes once the map completed; the flush after that unmaps the buffer and drops the
-//!    staging handle, so the slice goes back to its pool and is never copied into while
-//!    its map is pending or mapped.
-//! 4. Dropping the poller stops and joins the thread.
+//! 1. Whoever requests a map after a submission registers it with [`Poller::expect`],
+//!    naming the submission. The returned [`Expectation`] travels into the map callback
+//!    and is dropped when the callback runs, so the poller counts exactly the maps whose
+//!    callback has not run yet.
+//! 2. While that count is above zero the thread waits for the newest registered
+//!    submission with an untimed `device.poll(Wait)`: it sleeps in the driver until the
+//!    device answers, then wgpu runs the callbacks. No timed waits: a timed wait raced
+//!    with cleanup inside wgpu-core 30.0.2 (fixed upstream in gfx-rs/wgpu PR #9958, not
+//!    released in 30.x), and an untimed one never takes that path.
+//! 3. With nothing expected the thread sleeps on a condition variable: an idle client, or
+//!    a read nobody awaits once its map completed, costs no CPU.
+//! 4. Work that must not run inside a wgpu callback (unmapping a read nobody awaits any
+//!    more) is handed over with [`Poller::defer`] and runs on the thread after its poll.
+//! 5. A panic inside wgpu is caught and logged; the thread goes on after a short pause. If
+//!    the thread ever ends, [`Poller::alive`] turns false and readers poll for themselves.
 //!
-//! The thread never takes the client's lock, so polling never blocks threads that submit.
+//! The thread takes none of the client's locks, so polling never blocks threads that
+//! submit, and a callback that calls the client does not deadlock.
 
 use parking_lot::{Condvar, Mutex};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::readback::{AbandonedRead, MapFence, MapSlot, PendingMap};
-use crate::memory_management::drop_queue::PendingDropQueue;
+/// A job run on the poller thread (outside every wgpu callback and every lock of ours).
+pub(crate) type Deferred = Box<dyn FnOnce() + Send>;
 
-/// How long one poll waits for submissions before the thread looks at its state again.
-const POLL_SLICE: Duration = Duration::from_millis(50);
+/// Bound on the pause after a poll that made no progress or failed: long enough not to
+/// spin, short enough that a late callback is seen quickly.
+const MAX_BACKOFF: Duration = Duration::from_millis(50);
 
 #[derive(Default)]
 struct State {
-    active: usize,
+    /// Maps requested whose callback has not run.
+    expected: usize,
+    /// The newest submission a map waits behind.
+    latest: Option<wgpu::SubmissionIndex>,
+    /// Jobs for the thread; at most one per abandoned read in flight.
+    deferred: Vec<Deferred>,
     stop: bool,
 }
 
@@ -35,26 +48,7 @@ struct Shared {
     device: wgpu::Device,
     state: Mutex<State>,
     wake: Condvar,
-    abandoned: Mutex<Abandoned>,
-}
-
-/// Abandoned reads and the map slots of those staged since the last flush.
-struct Abandoned {
-    queue: PendingDropQueue<MapFence>,
-    staged: Vec<MapSlot>,
-}
-
-impl Abandoned {
-    fn is_idle(&self) -> bool {
-        self.queue.staged_len() == 0 && self.queue.pending_len() == 0
-    }
-
-    /// Releases the batch whose maps completed and fences the one staged since.
-    fn flush(&mut self, device: &wgpu::Device) {
-        let maps = std::mem::take(&mut self.staged);
-        let device = device.clone();
-        self.queue.flush(move || MapFence { device, maps });
-    }
+    alive: AtomicBool,
 }
 
 /// The poller thread of one client.
@@ -63,8 +57,9 @@ pub(crate) struct Poller {
     thread: Option<JoinHandle<()>>,
 }
 
-/// Keeps the poller polling while alive.
-pub(crate) struct PollGuard {
+/// One map whose callback has not run yet; dropping it (in the callback) tells the
+/// poller.
+pub(crate) struct Expectation {
     shared: Arc<Shared>,
 }
 
@@ -74,100 +69,157 @@ impl Poller {
             device,
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
-            abandoned: Mutex::new(Abandoned {
-                queue: PendingDropQueue::default(),
-                staged: Vec::new(),
-            }),
+            alive: AtomicBool::new(true),
         });
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("wgpu-memory poller".to_string())
-            .spawn(move || run(&thread_shared))
+            .spawn(move || {
+                let _alive = AliveFlag(&thread_shared);
+                run(&thread_shared)
+            })
             .ok();
         if thread.is_none() {
+            shared.alive.store(false, Ordering::Release);
             tracing::warn!("could not start the poller thread: reads will poll while awaited");
         }
         Self { shared, thread }
     }
 
-    /// Whether the thread runs (else awaited reads poll the device themselves).
-    pub(crate) fn running(&self) -> bool {
-        self.thread.is_some()
+    /// Whether the thread runs; when it does not, awaited reads poll the device
+    /// themselves.
+    pub(crate) fn alive(&self) -> bool {
+        self.shared.alive.load(Ordering::Acquire)
     }
 
-    /// Polls until the returned guard is dropped.
-    pub(crate) fn start(&self) -> PollGuard {
-        self.shared.state.lock().active += 1;
+    /// Registers a map requested after `submission`: the thread polls until the returned
+    /// expectation is dropped.
+    pub(crate) fn expect(&self, submission: wgpu::SubmissionIndex) -> Expectation {
+        let mut state = self.shared.state.lock();
+        state.expected += 1;
+        state.latest = Some(submission);
+        drop(state);
         self.shared.wake.notify_one();
-        PollGuard {
+        Expectation {
             shared: self.shared.clone(),
         }
     }
 
-    /// Takes over a read whose future was dropped before its map completed; the thread
-    /// keeps polling until every abandoned map completed.
-    pub(crate) fn abandon(&self, map: PendingMap) {
-        // Under the state lock, so the thread cannot miss the wake-up between its check
-        // and its wait.
-        let _state = self.shared.state.lock();
-        let read = AbandonedRead::new(map);
-        let mut abandoned = self.shared.abandoned.lock();
-        abandoned.staged.push(read.map_state());
-        let bytes = read.size();
-        abandoned.queue.push(read, bytes);
-        self.shared.wake.notify_one();
+    /// A handle that can defer jobs from inside a callback without keeping the poller
+    /// alive.
+    pub(crate) fn deferrer(&self) -> Deferrer {
+        Deferrer {
+            shared: Arc::downgrade(&self.shared),
+        }
     }
 }
 
-impl Drop for PollGuard {
+/// Defers jobs to a poller from a map callback (see [`Poller::defer`]).
+#[derive(Clone)]
+pub(crate) struct Deferrer {
+    shared: std::sync::Weak<Shared>,
+}
+
+impl Deferrer {
+    /// Runs `job` on the poller thread, or here when the poller is gone.
+    pub(crate) fn defer(&self, job: Deferred) {
+        match self.shared.upgrade() {
+            Some(shared) => defer_on(&shared, job),
+            None => job(),
+        }
+    }
+}
+
+fn defer_on(shared: &Shared, job: Deferred) {
+    if !shared.alive.load(Ordering::Acquire) {
+        job();
+        return;
+    }
+    shared.state.lock().deferred.push(job);
+    shared.wake.notify_one();
+}
+
+impl Drop for Expectation {
     fn drop(&mut self) {
         let mut state = self.shared.state.lock();
-        state.active = state.active.saturating_sub(1);
+        state.expected = state.expected.saturating_sub(1);
     }
 }
 
 impl Drop for Poller {
     fn drop(&mut self) {
         self.shared.state.lock().stop = true;
-        let device = self.shared.device.clone();
-        let mut abandoned = self.shared.abandoned.lock();
-        let maps = std::mem::take(&mut abandoned.staged);
-        let mut maps = Some(maps);
-        abandoned.queue.drain(|| MapFence {
-            device: device.clone(),
-            maps: maps.take().unwrap_or_default(),
-        });
-        drop(abandoned);
         self.shared.wake.notify_one();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+        // Jobs left behind (the thread stopped first) still run.
+        let jobs = std::mem::take(&mut self.shared.state.lock().deferred);
+        jobs.into_iter().for_each(|job| job());
+    }
+}
+
+/// Marks the poller dead when its thread ends, however it ends.
+struct AliveFlag<'a>(&'a Shared);
+
+impl Drop for AliveFlag<'_> {
+    fn drop(&mut self) {
+        self.0.alive.store(false, Ordering::Release);
+        if std::thread::panicking() {
+            tracing::error!("the poller thread panicked: reads now poll for themselves");
         }
     }
 }
 
 fn run(shared: &Shared) {
+    let mut backoff = Duration::ZERO;
     loop {
-        {
+        let (jobs, latest) = {
             let mut state = shared.state.lock();
-            while state.active == 0 && !state.stop && shared.abandoned.lock().is_idle() {
+            while state.expected == 0 && state.deferred.is_empty() && !state.stop {
                 shared.wake.wait(&mut state);
             }
             if state.stop {
                 return;
             }
-        }
-        let _ = shared.device.poll(wgpu::PollType::Wait {
-            submission_index: None,
-            timeout: Some(POLL_SLICE),
-        });
-        release_abandoned(shared);
+            if !backoff.is_zero() {
+                // No progress last time: pause without spinning; a new expectation or
+                // job ends the pause early.
+                shared.wake.wait_for(&mut state, backoff);
+            }
+            let latest = (state.expected > 0).then(|| state.latest.clone()).flatten();
+            (std::mem::take(&mut state.deferred), latest)
+        };
+        jobs.into_iter().for_each(|job| job());
+        let Some(latest) = latest else {
+            backoff = Duration::ZERO;
+            continue;
+        };
+        let before = shared.state.lock().expected;
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            shared.device.poll(wgpu::PollType::Wait {
+                submission_index: Some(latest),
+                timeout: None,
+            })
+        }));
+        let progressed = shared.state.lock().expected < before;
+        backoff = match polled {
+            Ok(Ok(_)) if progressed => Duration::ZERO,
+            Ok(Ok(_)) => next_backoff(backoff),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "device poll failed; retrying after a pause");
+                next_backoff(backoff)
+            }
+            Err(_) => {
+                tracing::error!("device poll panicked inside wgpu; retrying after a pause");
+                next_backoff(backoff)
+            }
+        };
     }
 }
 
-/// Releases the abandoned reads whose fence passed, and fences the newer ones.
-fn release_abandoned(shared: &Shared) {
-    let mut abandoned = shared.abandoned.lock();
-    if !abandoned.is_idle() {
-        abandoned.flush(&shared.device);
-    }
+fn next_backoff(backoff: Duration) -> Duration {
+    (backoff * 2)
+        .max(Duration::from_micros(500))
+        .min(MAX_BACKOFF)
 }

@@ -3,20 +3,25 @@
 //! 1. One staging slice (an exclusive MAP_READ page: a mapped buffer maps whole, so two
 //!    reads never share one) is reserved for every handle of the read, each part at a
 //!    4-byte-aligned offset (`COPY_BUFFER_ALIGNMENT`); zero-size parts take no bytes.
-//! 2. One encoder copies every part into it, one submit sends it, one `map_async` maps
-//!    it. The staging handle is held by the read, so the slice is never reserved again,
-//!    and never a copy destination, while its map is pending or mapped.
-//! 3. The poller thread polls the device; the map callback wakes the read's future.
+//! 2. The copies join the pending encoder ([`Server::start_read`]), behind every launch
+//!    and write made before, and the read submits that encoder. Only after the submit is
+//!    the staging range mapped ([`ReadPlan::map`]): wgpu refuses a submission that uses a
+//!    buffer with a map pending.
+//! 3. The poller thread polls the device; the map callback stores the result, then wakes
+//!    the read's future after letting go of the slot's lock.
 //! 4. The caller gets [`ReadBytes`]: views into the mapped range itself, no copy. When the
 //!    last view of a read is dropped, the range is unmapped and the staging handle dropped:
 //!    the slice is free for the next read.
-//! 5. A future dropped before its map completed hands the read to the poller, which
-//!    unmaps and releases it once the map completes.
+//! 5. A future dropped before its map completed leaves the read in its slot; the map
+//!    callback hands it to the poller thread, which unmaps it and lets the staging slice
+//!    go. Every map callback runs exactly once (wgpu runs it with an error on a lost
+//!    device), so no staging slice is ever forgotten.
 
-use super::poller::{PollGuard, Poller};
-use super::{Server, wgpu_error};
-use crate::client::{ClientError, Handle, ReadBytes};
-use crate::memory_management::drop_queue::{Fence, FenceError};
+use super::error::ClientError;
+use super::handle::Handle;
+use super::poller::{Deferrer, Expectation, Poller};
+use super::read_bytes::ReadBytes;
+use super::{Server, lost_error};
 use crate::memory_management::{Claim, FailureReport};
 use crate::storage::wgpu_storage::error::capture;
 use crate::storage::wgpu_storage::limits::COPY_ALIGNMENT;
@@ -28,27 +33,53 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-#[derive(Default)]
-struct MapState {
-    result: Option<Result<(), wgpu::BufferAsyncError>>,
-    waker: Option<Waker>,
-}
-
-/// A read whose copies are submitted and whose staging range has a map pending.
-pub(crate) struct PendingMap {
+/// The staging range of a read whose copies are recorded but not yet submitted.
+pub(crate) struct ReadPlan {
     staging: ManagedMemoryHandle,
     buffer: wgpu::Buffer,
     range: Range<u64>,
     /// (offset in the range, length) of each part, in bytes.
     parts: Vec<(u64, u64)>,
+}
+
+#[derive(Default)]
+struct MapState {
+    result: Option<Result<(), wgpu::BufferAsyncError>>,
+    waker: Option<Waker>,
+    /// Set when the future was dropped before the map completed.
+    abandoned: Option<StagingRange>,
+}
+
+/// A staging range to unmap (when its map succeeded) and give back.
+struct StagingRange {
+    device: wgpu::Device,
+    buffer: wgpu::Buffer,
+    _staging: ManagedMemoryHandle,
+}
+
+impl StagingRange {
+    /// Unmaps inside error scopes (a lost device reports the unmap as an error, which
+    /// must not reach the uncaptured-error handler), then drops the staging handle.
+    fn release(self, mapped: bool) {
+        if mapped {
+            let ((), _) = capture(&self.device, || self.buffer.unmap());
+        }
+    }
+}
+
+/// A read whose copies are submitted and whose staging range has a map pending.
+pub(crate) struct PendingMap {
+    range: StagingRange,
+    bounds: Range<u64>,
+    parts: Vec<(u64, u64)>,
+    submission: wgpu::SubmissionIndex,
     state: Arc<Mutex<MapState>>,
 }
 
 /// The mapped staging range of one read; unmapped, and its slice released, on drop.
 pub(crate) struct Mapping {
     view: Option<wgpu::BufferView>,
-    buffer: wgpu::Buffer,
-    _staging: ManagedMemoryHandle,
+    range: Option<StagingRange>,
 }
 
 impl Mapping {
@@ -61,88 +92,80 @@ impl Drop for Mapping {
     fn drop(&mut self) {
         // The view must go before the unmap; the staging handle goes last.
         drop(self.view.take());
-        self.buffer.unmap();
-    }
-}
-
-/// A read nobody awaits any more, held in the poller's drop queue until its map
-/// completed; dropping it then unmaps the range and lets the staging slice go back.
-pub(crate) struct AbandonedRead(PendingMap);
-
-impl AbandonedRead {
-    pub(crate) fn new(map: PendingMap) -> Self {
-        Self(map)
-    }
-
-    /// The map's completion slot, for the fence that guards it.
-    pub(crate) fn map_state(&self) -> MapSlot {
-        MapSlot(self.0.state.clone())
-    }
-
-    /// Bytes of its staging range.
-    pub(crate) fn size(&self) -> u64 {
-        self.0.size()
-    }
-}
-
-impl Drop for AbandonedRead {
-    fn drop(&mut self) {
-        if !self.0.finish_abandoned() {
-            // Still pending (the fence lied or the device is gone): keep the slice out
-            // of reuse for good rather than let a copy target a buffer being mapped.
-            std::mem::forget(self.0.staging.clone());
+        if let Some(range) = self.range.take() {
+            range.release(true);
         }
     }
 }
 
-/// The completion slot of one map.
-pub(crate) struct MapSlot(Arc<Mutex<MapState>>);
-
-/// A [`Fence`] passed once every map of a batch of abandoned reads completed (with or
-/// without success): polls the device until then.
-pub(crate) struct MapFence {
-    pub(crate) device: wgpu::Device,
-    pub(crate) maps: Vec<MapSlot>,
+impl ReadPlan {
+    /// Requests the map of the staging range once `submission` (the one carrying the
+    /// read's copies) is on the queue.
+    pub(crate) fn map(
+        self,
+        device: &wgpu::Device,
+        submission: wgpu::SubmissionIndex,
+        poller: &Poller,
+    ) -> PendingMap {
+        let state = Arc::new(Mutex::new(MapState::default()));
+        let callback = MapCallback {
+            slot: state.clone(),
+            expectation: poller.expect(submission.clone()),
+            deferrer: poller.deferrer(),
+        };
+        let ((), error) = capture(device, || {
+            self.buffer
+                .map_async(wgpu::MapMode::Read, self.range.clone(), move |result| {
+                    callback.complete(result)
+                })
+        });
+        if let Some(error) = error {
+            tracing::error!(%error, "wgpu refused to map a read's staging range");
+        }
+        PendingMap {
+            range: StagingRange {
+                device: device.clone(),
+                buffer: self.buffer,
+                _staging: self.staging,
+            },
+            bounds: self.range,
+            parts: self.parts,
+            submission,
+            state,
+        }
+    }
 }
 
-impl Fence for MapFence {
-    /// # Errors
-    /// [`FenceError::Failed`] when polling fails or the maps never complete: the
-    /// staging slices are then kept, not reused.
-    fn wait(self) -> Result<(), FenceError> {
-        for _ in 0..1000 {
-            if self.maps.iter().all(|map| map.0.lock().result.is_some()) {
-                return Ok(());
-            }
-            self.device
-                .poll(wgpu::PollType::wait_indefinitely())
-                .map_err(|error| FenceError::Failed {
-                    message: error.to_string(),
-                })?;
+/// What a map callback needs: the read's slot, the poller's count, and the way to hand
+/// an abandoned read to the poller thread.
+struct MapCallback {
+    slot: Arc<Mutex<MapState>>,
+    expectation: Expectation,
+    deferrer: Deferrer,
+}
+
+impl MapCallback {
+    fn complete(self, result: Result<(), wgpu::BufferAsyncError>) {
+        let mapped = result.is_ok();
+        let (waker, abandoned) = {
+            let mut state = self.slot.lock();
+            state.result = Some(result);
+            (state.waker.take(), state.abandoned.take())
+        };
+        drop(self.expectation);
+        // Woken and handed over only after the slot's lock is released.
+        if let Some(waker) = waker {
+            waker.wake();
         }
-        Err(FenceError::Failed {
-            message: "abandoned reads' maps never completed".to_string(),
-        })
+        if let Some(range) = abandoned {
+            self.deferrer.defer(Box::new(move || range.release(mapped)));
+        }
     }
 }
 
 impl PendingMap {
-    /// Whether the map completed; if so, unmaps (when it succeeded) and lets the staging
-    /// handle go. Used on reads nobody awaits any more.
-    pub(crate) fn finish_abandoned(&self) -> bool {
-        match self.state.lock().result.as_ref() {
-            None => false,
-            Some(result) => {
-                if result.is_ok() {
-                    self.buffer.unmap();
-                }
-                true
-            }
-        }
-    }
-
     fn size(&self) -> u64 {
-        self.range.end - self.range.start
+        self.bounds.end - self.bounds.start
     }
 
     /// Turns a completed map into the caller's views.
@@ -150,17 +173,27 @@ impl PendingMap {
         self,
         result: Result<(), wgpu::BufferAsyncError>,
     ) -> Result<Vec<ReadBytes>, ClientError> {
-        let failed = |message: String, size| ClientError::Map { size, message };
-        result.map_err(|error| failed(error.to_string(), self.size()))?;
+        let size = self.size();
+        let failed = |message: String| ClientError::Map { size, message };
+        if let Err(error) = result {
+            return Err(failed(error.to_string()));
+        }
         let view = self
+            .range
             .buffer
-            .slice(self.range.clone())
+            .slice(self.bounds.clone())
             .get_mapped_range()
-            .map_err(|error| failed(error.to_string(), self.size()))?;
+            .map_err(|error| failed(error.to_string()));
+        let view = match view {
+            Ok(view) => view,
+            Err(error) => {
+                self.range.release(true);
+                return Err(error);
+            }
+        };
         let mapping = Arc::new(Mapping {
             view: Some(view),
-            buffer: self.buffer,
-            _staging: self.staging,
+            range: Some(self.range),
         });
         Ok(self
             .parts
@@ -170,17 +203,71 @@ impl PendingMap {
             })
             .collect())
     }
+
+    /// Leaves the read to its map callback (or releases it now when the map completed).
+    fn abandon(self) {
+        let mut state = self.state.lock();
+        match state.result.take() {
+            None => state.abandoned = Some(self.range),
+            Some(result) => {
+                drop(state);
+                self.range.release(result.is_ok());
+            }
+        }
+    }
 }
 
 impl Server {
-    /// Copies every handle into one staging slice and starts mapping it. Zero-size parts
-    /// issue no copy; a read of only zero-size parts issues no GPU work at all.
+    /// Records the copies of every part into one staging slice, in the pending encoder.
+    /// Zero-size parts issue no copy; a read of only zero-size parts records nothing and
+    /// returns `None`.
+    ///
+    /// # Errors
+    /// [`ClientError::DeviceLost`], [`ClientError::Unwritten`] or
+    /// [`ClientError::Unallocated`] for claimed or unallocated bytes,
+    /// [`ClientError::Reserve`] when the staging memory cannot hold the read.
     pub(crate) fn start_read(
         &mut self,
         parts: &[(&Handle, u64, u64)],
-    ) -> Result<Option<PendingMap>, ClientError> {
+    ) -> Result<Option<ReadPlan>, ClientError> {
+        self.check_lost("read")?;
         self.check_claims(parts)?;
-        self.start_read_unchecked(parts)
+        let mut layout = Vec::with_capacity(parts.len());
+        let mut total = 0u64;
+        for &(_, _, len) in parts {
+            layout.push((total, len));
+            total += len.next_multiple_of(COPY_ALIGNMENT);
+        }
+        if total == 0 {
+            return Ok(None);
+        }
+        let sources = parts
+            .iter()
+            .map(|(handle, offset, len)| Ok((self.resource(handle)?, *offset, *len)))
+            .collect::<Result<Vec<_>, ClientError>>()?;
+        let staging = self.staging.reserve(total)?;
+        let target = self
+            .staging
+            .get_resource(&staging.clone().binding(), None, None)?;
+        let encoder = self.pending.encoder(&self.device);
+        for ((source, offset, len), (at, _)) in sources.iter().zip(&layout) {
+            if *len > 0 {
+                encoder.copy_buffer_to_buffer(
+                    &source.buffer,
+                    source.offset + offset,
+                    &target.buffer,
+                    target.offset + at,
+                    len.next_multiple_of(COPY_ALIGNMENT),
+                );
+            }
+        }
+        self.pending.count_bytes(total);
+        Ok(Some(ReadPlan {
+            staging,
+            buffer: target.buffer,
+            range: target.offset..target.offset + total,
+            parts: layout,
+        }))
     }
 
     /// Refuses a read of bytes a failure claims (naming the root failure and the chain of
@@ -204,153 +291,45 @@ impl Server {
         }
         Ok(())
     }
-
-    /// [`start_read`](Self::start_read) without the claim check (the server's own reads
-    /// of bytes it is about to overwrite).
-    fn start_read_unchecked(
-        &mut self,
-        parts: &[(&Handle, u64, u64)],
-    ) -> Result<Option<PendingMap>, ClientError> {
-        let mut layout = Vec::with_capacity(parts.len());
-        let mut total = 0u64;
-        for &(_, _, len) in parts {
-            layout.push((total, len));
-            total += len.next_multiple_of(COPY_ALIGNMENT);
-        }
-        if total == 0 {
-            return Ok(None);
-        }
-        let sources = parts
-            .iter()
-            .map(|(handle, offset, len)| Ok((self.resource(handle)?, *offset, *len)))
-            .collect::<Result<Vec<_>, ClientError>>()?;
-        let staging = self.staging.reserve(total)?;
-        let target = self
-            .staging
-            .get_resource(&staging.clone().binding(), None, None)?;
-        let range = target.offset..target.offset + total;
-        let state = Arc::new(Mutex::new(MapState::default()));
-        let (_, error) = capture(&self.device, || {
-            let mut encoder = self
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("readback"),
-                });
-            for ((source, offset, len), (at, _)) in sources.iter().zip(&layout) {
-                if *len > 0 {
-                    encoder.copy_buffer_to_buffer(
-                        &source.buffer,
-                        source.offset + offset,
-                        &target.buffer,
-                        target.offset + at,
-                        len.next_multiple_of(COPY_ALIGNMENT),
-                    );
-                }
-            }
-            self.queue.submit([encoder.finish()]);
-            let slot = state.clone();
-            target
-                .buffer
-                .slice(range.clone())
-                .map_async(wgpu::MapMode::Read, move |result| {
-                    let mut state = slot.lock();
-                    state.result = Some(result);
-                    if let Some(waker) = state.waker.take() {
-                        waker.wake();
-                    }
-                });
-        });
-        let map = PendingMap {
-            staging,
-            buffer: target.buffer,
-            range,
-            parts: layout,
-            state,
-        };
-        if let Some(error) = error {
-            // The map may still be pending: keep the staging slice out of reuse until it
-            // completes (an error path, so waiting here is fine).
-            self.settle_failed_map(&map);
-            return Err(wgpu_error("read", error));
-        }
-        Ok(Some(map))
-    }
-
-    /// Polls until a map whose read failed completes, and unmaps it if it mapped.
-    fn settle_failed_map(&self, map: &PendingMap) {
-        for _ in 0..1000 {
-            if map.finish_abandoned() {
-                return;
-            }
-            if self
-                .device
-                .poll(wgpu::PollType::wait_indefinitely())
-                .is_err()
-            {
-                break;
-            }
-        }
-        tracing::error!("a failed read's staging map never completed; its slice is leaked");
-        std::mem::forget(map.staging.clone());
-    }
-
-    /// Reads `size` bytes at `offset` of `handle`, polling the device on this thread (for
-    /// reads the server needs itself, under its lock).
-    pub(crate) fn read_range_blocking(
-        &mut self,
-        handle: &Handle,
-        offset: u64,
-        size: u64,
-    ) -> Result<Vec<u8>, ClientError> {
-        let size = size.min(handle.size.saturating_sub(offset));
-        let Some(map) = self.start_read_unchecked(&[(handle, offset, size)])? else {
-            return Ok(Vec::new());
-        };
-        loop {
-            self.device
-                .poll(wgpu::PollType::wait_indefinitely())
-                .map_err(|error| ClientError::Map {
-                    size,
-                    message: error.to_string(),
-                })?;
-            let result = map.state.lock().result.take();
-            if let Some(result) = result {
-                let parts = map.into_bytes(result)?;
-                return Ok(parts
-                    .first()
-                    .map(|bytes| bytes.to_vec())
-                    .unwrap_or_default());
-            }
-        }
-    }
 }
 
 /// A read in flight: resolves to one [`ReadBytes`] per part once its staging range is
 /// mapped. Dropping it early gives its staging slice back once the map completes.
 pub(crate) struct ReadFuture {
-    map: Option<PendingMap>,
+    started: Result<Option<PendingMap>, Option<ClientError>>,
     /// Zero-size reads: the parts' count, answered without GPU work.
     empty_parts: usize,
     poller: Arc<Poller>,
-    guard: Option<PollGuard>,
     device: wgpu::Device,
+    lost: super::lost::DeviceLoss,
 }
 
 impl ReadFuture {
     pub(crate) fn new(
-        map: Option<PendingMap>,
+        started: Result<Option<PendingMap>, ClientError>,
         parts: usize,
         poller: Arc<Poller>,
         device: wgpu::Device,
+        lost: super::lost::DeviceLoss,
     ) -> Self {
-        let guard = map.as_ref().map(|_| poller.start());
         Self {
-            map,
+            started: started.map_err(Some),
             empty_parts: parts,
             poller,
-            guard,
             device,
+            lost,
         }
+    }
+
+    /// When the poller thread is gone: waits on the device here for the read's own
+    /// submission (untimed; a lost device answers at once).
+    fn poll_here(&self, submission: &wgpu::SubmissionIndex) {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.device.poll(wgpu::PollType::Wait {
+                submission_index: Some(submission.clone()),
+                timeout: None,
+            })
+        }));
     }
 }
 
@@ -358,38 +337,56 @@ impl Future for ReadFuture {
     type Output = Result<Vec<ReadBytes>, ClientError>;
 
     fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(map) = self.map.as_ref() else {
-            return Poll::Ready(Ok((0..self.empty_parts)
-                .map(|_| ReadBytes::empty())
-                .collect()));
-        };
-        if !self.poller.running() {
-            // No thread: poll here, without blocking.
-            let _ = self.device.poll(wgpu::PollType::Poll);
-        }
-        let result = {
-            let mut state = map.state.lock();
-            match state.result.take() {
-                Some(result) => result,
-                None => {
-                    state.waker = Some(context.waker().clone());
-                    if !self.poller.running() {
-                        context.waker().wake_by_ref();
-                    }
-                    return Poll::Pending;
-                }
+        let map = match &mut self.started {
+            Err(error) => {
+                let error = error.take().unwrap_or_else(|| ClientError::Map {
+                    size: 0,
+                    message: "the read was polled after it completed".to_string(),
+                });
+                return Poll::Ready(Err(error));
             }
+            Ok(None) => {
+                return Poll::Ready(Ok((0..self.empty_parts)
+                    .map(|_| ReadBytes::empty())
+                    .collect()));
+            }
+            Ok(Some(map)) => map,
         };
-        self.guard = None;
-        let map = self.map.take().expect("checked above");
-        Poll::Ready(map.into_bytes(result))
+        let state = map.state.clone();
+        let submission = map.submission.clone();
+        loop {
+            let result = {
+                let mut state = state.lock();
+                match state.result.take() {
+                    Some(result) => result,
+                    None => {
+                        state.waker = Some(context.waker().clone());
+                        drop(state);
+                        if self.poller.alive() {
+                            return Poll::Pending;
+                        }
+                        self.poll_here(&submission);
+                        continue;
+                    }
+                }
+            };
+            let Ok(Some(map)) = std::mem::replace(&mut self.started, Ok(None)) else {
+                unreachable!("checked above");
+            };
+            self.empty_parts = 0;
+            let outcome = map.into_bytes(result);
+            return Poll::Ready(outcome.map_err(|error| match self.lost.message() {
+                Some(message) => lost_error("read", message),
+                None => error,
+            }));
+        }
     }
 }
 
 impl Drop for ReadFuture {
     fn drop(&mut self) {
-        if let Some(map) = self.map.take() {
-            self.poller.abandon(map);
+        if let Ok(Some(map)) = std::mem::replace(&mut self.started, Ok(None)) {
+            map.abandon();
         }
     }
 }

@@ -1,28 +1,44 @@
-//! Writes into handles: `COPY_BUFFER_ALIGNMENT` rounding without touching a neighbour's
-//! bytes, and ordering against launches.
+//! Writes into handles through upload staging, in queue order, with no GPU round trip.
+//!
+//! wgpu copies whole 4-byte words (`COPY_BUFFER_ALIGNMENT`) at 4-byte offsets. A write
+//! is laid into its staging range so that staging words line up with target words; the
+//! aligned middle is one buffer copy, and the at most two edge words the write covers
+//! only in part are merged on the GPU by a one-invocation kernel
+//! (`shaders/merge_edges.wgsl`): the bytes the write covers take the new value, the
+//! others keep what the target held at that point of the queue. Nothing is read back,
+//! nothing waits.
 
-use super::fence::WgpuFence;
+use super::error::ClientError;
+use super::handle::Handle;
+use super::kernel::Kernel;
+use super::upload::Edges;
 use super::{Server, wgpu_error};
-use crate::client::{ClientError, Handle};
-use crate::storage::wgpu_storage::error::capture;
 use crate::storage::wgpu_storage::limits::COPY_ALIGNMENT;
+use std::sync::Arc;
+
+/// One edge word to merge: its index in the target binding, the mask of the bytes the
+/// write covers, and the word as written. Laid out as the shader's `Edge`.
+type EdgeRecord = [u32; 4];
 
 impl Server {
-    /// Writes `data` at byte `offset` of `handle`.
+    /// Writes `len` bytes at byte `offset` of `handle`, filled by `fill` straight into the
+    /// mapped staging range; ordered after every launch and write recorded before and
+    /// before every later one.
     ///
-    /// `queue.write_buffer` needs offsets and sizes in multiples of 4
-    /// (`wgpu::COPY_BUFFER_ALIGNMENT`). The write is widened to whole 4-byte words; bytes
-    /// of the handle that the widening covers but `data` does not are read back first and
-    /// written unchanged, and bytes past the handle's size are its own slice's padding.
-    /// Writes are staged by wgpu until the next submit, and every launch submits, so a
-    /// write, a launch reading it, and a second write keep their order.
-    pub(crate) fn write(
+    /// # Errors
+    /// [`ClientError::DeviceLost`]; [`ClientError::OutOfBounds`] when the range leaves
+    /// the handle; [`ClientError::Memory`] for a stale handle; [`ClientError::Reserve`]
+    /// when the staging memory cannot hold the bytes; [`ClientError::Map`] when the
+    /// staging range is not mapped; [`ClientError::Wgpu`] when wgpu refuses the edge
+    /// merge.
+    pub(crate) fn write_with(
         &mut self,
         handle: &Handle,
         offset: u64,
-        data: &[u8],
+        len: u64,
+        fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), ClientError> {
-        let len = data.len() as u64;
+        self.check_lost("write")?;
         if offset.checked_add(len).is_none_or(|end| end > handle.size) {
             return Err(ClientError::OutOfBounds {
                 operation: "write",
@@ -31,74 +47,138 @@ impl Server {
                 size: handle.size,
             });
         }
-        if data.is_empty() {
+        if len == 0 {
             return Ok(());
         }
-        let start = offset / COPY_ALIGNMENT * COPY_ALIGNMENT;
-        let end = (offset + len).next_multiple_of(COPY_ALIGNMENT);
-        let mut words = vec![0u8; (end - start) as usize];
-        self.keep_edges(handle, offset, len, start, end, &mut words)?;
-        words[(offset - start) as usize..(offset - start + len) as usize].copy_from_slice(data);
-        let resource = self.resource(handle)?;
-        let ((), error) = capture(&self.device, || {
-            self.queue
-                .write_buffer(&resource.buffer, resource.offset + start, &words);
-        });
-        // A write scope: written bytes are claimed by no failure any more; bytes a refused
-        // write left unwritten are claimed by its error.
-        let range = offset..offset + len;
-        if let Some(error) = error {
-            let error = wgpu_error("write", error);
-            let graph = self.main.error_graph_mut();
-            let failure = graph.insert(error.to_string());
-            self.main.taint(&handle.binding(), range, failure);
-            self.main.error_graph_mut().prune(failure);
-            return Err(error);
+        let target = self.resource(handle)?;
+        let shift = offset % COPY_ALIGNMENT;
+        let region = self.uploads.region(shift + len, &mut self.pending)?;
+        let edges = region.fill(shift, len, fill)?;
+        let end = offset + len;
+        let (first, last) = (
+            offset.next_multiple_of(COPY_ALIGNMENT),
+            end / COPY_ALIGNMENT * COPY_ALIGNMENT,
+        );
+        if first < last {
+            let encoder = self.pending.encoder(&self.device);
+            encoder.copy_buffer_to_buffer(
+                &region.buffer,
+                region.offset + shift + (first - offset),
+                &target.buffer,
+                target.offset + first,
+                last - first,
+            );
         }
-        self.main.written(&handle.binding(), range);
-        self.hold_upload(words);
+        let records = edge_records(offset, len, &edges);
+        if !records.is_empty() {
+            self.merge_edges(handle, &records)?;
+        }
+        let binding = handle.binding();
+        self.main.written(&binding, offset..end);
+        self.pending.output(&binding, offset..end);
+        self.pending.count_bytes(len);
         Ok(())
     }
 
-    /// Keeps an upload's bytes until the device consumed them, and bounds what is held:
-    /// when the flushing policy says so (64 writes or 64 MiB by default), the writes wgpu
-    /// staged are submitted, and the batch before them is waited for and released.
-    fn hold_upload(&mut self, words: Vec<u8>) {
-        let bytes = words.len() as u64;
-        self.uploads.push(words, bytes);
-        if self.uploads.should_flush() {
-            let submission = self.queue.submit([]);
-            let device = self.device.clone();
-            self.uploads
-                .flush(move || WgpuFence::new(device, submission));
-        }
+    /// Records the edge merge: the records go through staging into a small main-memory
+    /// slice, which the merge kernel reads beside the target.
+    fn merge_edges(&mut self, handle: &Handle, records: &[EdgeRecord]) -> Result<(), ClientError> {
+        let bytes: &[u8] = bytemuck::cast_slice(records);
+        let params = self.empty(bytes.len() as u64)?;
+        let region = self.uploads.region(bytes.len() as u64, &mut self.pending)?;
+        region.fill(0, bytes.len() as u64, |target| {
+            target.copy_from_slice(bytes)
+        })?;
+        let resource = self.resource(&params)?;
+        self.pending.encoder(&self.device).copy_buffer_to_buffer(
+            &region.buffer,
+            region.offset,
+            &resource.buffer,
+            resource.offset,
+            bytes.len() as u64,
+        );
+        let kernel = self.merge_kernel.clone();
+        self.encode_dispatch(&kernel, [1, 1, 1], &[handle, &params])
+            .map_err(|error| match error {
+                ClientError::Wgpu { message, .. } => wgpu_error("write (edge merge)", message),
+                other => other,
+            })
+    }
+}
+
+/// The edge-merge kernel (`shaders/merge_edges.wgsl`).
+pub(crate) fn merge_kernel() -> Kernel {
+    Kernel::new(
+        "wgpu-memory edge merge",
+        Arc::<str>::from(include_str!("../../shaders/merge_edges.wgsl")),
+        "merge_edges",
+    )
+}
+
+/// The edge words a write of `len` bytes at `offset` covers only in part, as merge
+/// records. `edges` holds the staging range's first and last words, which line up with
+/// the target words of the write's first and last bytes.
+fn edge_records(offset: u64, len: u64, edges: &Edges) -> Vec<EdgeRecord> {
+    let end = offset + len;
+    let head_word = offset / COPY_ALIGNMENT;
+    let tail_word = (end - 1) / COPY_ALIGNMENT;
+    let mut records = Vec::with_capacity(2);
+    let shift = offset % COPY_ALIGNMENT;
+    if shift != 0 {
+        let covered_end = if tail_word == head_word {
+            end - head_word * COPY_ALIGNMENT
+        } else {
+            COPY_ALIGNMENT
+        };
+        records.push(record(head_word, shift..covered_end, edges.head));
+    }
+    let tail_partial = !end.is_multiple_of(COPY_ALIGNMENT);
+    if tail_partial && !(shift != 0 && tail_word == head_word) {
+        records.push(record(tail_word, 0..end % COPY_ALIGNMENT, edges.tail));
+    }
+    records
+}
+
+/// A merge record for `word`, covering bytes `covered` of it (0..4, little-endian).
+fn record(word: u64, covered: std::ops::Range<u64>, value: [u8; 4]) -> EdgeRecord {
+    let mask = covered.fold(0u32, |mask, byte| mask | (0xff << (8 * byte)));
+    [word as u32, mask, u32::from_le_bytes(value), 0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edges(head: [u8; 4], tail: [u8; 4]) -> Edges {
+        Edges { head, tail }
     }
 
-    /// Fills the edge words of a widened write with the handle's current bytes where the
-    /// widening covers bytes of the handle that the write does not.
-    fn keep_edges(
-        &mut self,
-        handle: &Handle,
-        offset: u64,
-        len: u64,
-        start: u64,
-        end: u64,
-        words: &mut [u8],
-    ) -> Result<(), ClientError> {
-        if offset > start {
-            let head = self.read_range_blocking(handle, start, COPY_ALIGNMENT)?;
-            words[..head.len()].copy_from_slice(&head);
-        }
-        let tail_start = end - COPY_ALIGNMENT;
-        let tail_kept =
-            !(offset + len).is_multiple_of(COPY_ALIGNMENT) && offset + len < handle.size;
-        // When head and tail are one word and the head was read, that word is complete.
-        let tail_read_already = tail_start == start && offset > start;
-        if tail_kept && !tail_read_already {
-            let tail = self.read_range_blocking(handle, tail_start, COPY_ALIGNMENT)?;
-            let at = (tail_start - start) as usize;
-            words[at..at + tail.len()].copy_from_slice(&tail);
-        }
-        Ok(())
+    #[test]
+    fn an_aligned_write_merges_nothing() {
+        assert!(edge_records(8, 16, &edges([0; 4], [0; 4])).is_empty());
+    }
+
+    #[test]
+    fn a_write_inside_one_word_merges_that_word_once() {
+        let records = edge_records(5, 2, &edges([0, 1, 2, 0], [9; 4]));
+        assert_eq!(
+            records,
+            vec![[1, 0x00ff_ff00, u32::from_le_bytes([0, 1, 2, 0]), 0]]
+        );
+    }
+
+    #[test]
+    fn an_unaligned_write_merges_its_head_and_tail_words() {
+        // Bytes 3..10: head word 0 covers byte 3, tail word 2 covers bytes 8 and 9.
+        let records = edge_records(3, 7, &edges([0, 0, 0, 7], [8, 9, 0, 0]));
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[0][..2], [0, 0xff00_0000]);
+        assert_eq!(records[1][..2], [2, 0x0000_ffff]);
+    }
+
+    #[test]
+    fn a_write_ending_unaligned_merges_only_its_tail() {
+        let records = edge_records(4, 5, &edges([1; 4], [5, 0, 0, 0]));
+        assert_eq!(records, vec![[2, 0xff, 5, 0]]);
     }
 }

@@ -28,6 +28,8 @@ pub struct WgpuStorage {
     buffers: HashMap<StorageId, wgpu::Buffer>,
     pending_dealloc: Vec<StorageId>,
     allocated: u64,
+    mapped_at_creation: bool,
+    deallocations: u64,
 }
 
 /// The resource behind a storage handle: the page's buffer and the slice's range in it.
@@ -72,7 +74,24 @@ impl WgpuStorage {
             buffers: HashMap::new(),
             pending_dealloc: Vec::new(),
             allocated: 0,
+            mapped_at_creation: false,
+            deallocations: 0,
         }
+    }
+
+    /// Makes every new page mapped at creation (`mapped_at_creation`), for memories whose
+    /// pages are filled by the host before their first use (upload staging). Needs
+    /// `MAP_WRITE` in the usage, or a page size that is a multiple of
+    /// `wgpu::COPY_BUFFER_ALIGNMENT` (pages always are).
+    pub fn mapped_at_creation(mut self) -> Self {
+        self.mapped_at_creation = true;
+        self
+    }
+
+    /// Pages given back to wgpu so far. Grows by one per page; a cache that holds pages
+    /// (bind groups) compares it to know when to let go of them.
+    pub fn deallocations(&self) -> u64 {
+        self.deallocations
     }
 
     /// The usage flags of every page.
@@ -121,7 +140,7 @@ impl ComputeStorage for WgpuStorage {
                 label: Some("wgpu-memory page"),
                 size: real_size,
                 usage: self.usage,
-                mapped_at_creation: false,
+                mapped_at_creation: self.mapped_at_creation,
             })
         });
         if let Some(error) = error {
@@ -144,6 +163,7 @@ impl ComputeStorage for WgpuStorage {
         for id in self.pending_dealloc.drain(..) {
             if let Some(buffer) = self.buffers.remove(&id) {
                 self.allocated -= buffer.size();
+                self.deallocations += 1;
             }
         }
     }

@@ -1,11 +1,11 @@
-//! Errors a caller of the [`Client`](super::Client) matches on.
+//! Errors a caller of the [`Client`](crate::Client) matches on.
 
 use crate::memory_management::{
     FailureReport, InstallMemoryPoolsError, PoolConfigError, ReserveError,
 };
 use cubecl_runtime::server::IoError;
 
-/// Why a [`Client`](super::Client) operation failed.
+/// Why a [`Client`](crate::Client) operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
@@ -17,7 +17,7 @@ pub enum ClientError {
     NoAdapter(String),
     /// The `memory.pools` configuration (a `wgpu-memory.toml` file, the file named by
     /// `WGPU_MEMORY_CONFIG`, or one given to
-    /// [`install_memory_pools`](super::Client::install_memory_pools)) is invalid; the
+    /// [`install_memory_pools`](crate::Client::install_memory_pools)) is invalid; the
     /// error names the entry and the field. Fix the config.
     #[error(transparent)]
     Config(#[from] PoolConfigError),
@@ -87,6 +87,16 @@ pub enum ClientError {
     /// (or redo the work that fills them) first.
     #[error("the read found unwritten bytes: {0}")]
     Unwritten(Box<FailureReport>),
+    /// The device was lost (destroyed, reset, or out of its driver's reach): every later
+    /// operation fails with this error, reads in flight end with it, and nothing more
+    /// runs. Retrying cannot help; open a new device and client.
+    #[error("{operation} failed: the device was lost ({message})")]
+    DeviceLost {
+        /// What was attempted (`write`, `launch of matmul`, `read`, `sync`).
+        operation: String,
+        /// wgpu's message, or the device-lost callback's reason and message.
+        message: String,
+    },
     /// The read's handle has no slice (its reservation failed).
     #[error("the read's handle was never allocated: memory #{0}")]
     Unallocated(usize),

@@ -1,17 +1,17 @@
 //! [`Kernel`]: a WGSL compute shader and its entry point.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A compute kernel: WGSL source and the entry point to run. Cheap to clone; clones share
-/// one compiled pipeline per client (compiled at the first launch).
+/// A compute kernel: WGSL source and the entry point to run. Cheap to clone. A client
+/// compiles one pipeline per source and entry point (at the first launch), shared by
+/// every kernel made from them, and keeps at most
+/// [`MAX_PIPELINES`](crate::client::MAX_PIPELINES) of them.
 ///
 /// The kernel's storage buffers are `@group(0) @binding(i)` for the i-th handle of a
 /// launch. Every handle is read and written unless [`writes`](Self::writes) says which
 /// are outputs only.
 #[derive(Debug, Clone)]
 pub struct Kernel {
-    pub(crate) id: u64,
     pub(crate) label: Arc<str>,
     pub(crate) source: Arc<str>,
     pub(crate) entry_point: Arc<str>,
@@ -27,9 +27,7 @@ impl Kernel {
         source: impl Into<Arc<str>>,
         entry_point: impl Into<Arc<str>>,
     ) -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
         Self {
-            id: NEXT.fetch_add(1, Ordering::Relaxed),
             label: label.into(),
             source: source.into(),
             entry_point: entry_point.into(),

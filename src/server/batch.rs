@@ -1,0 +1,189 @@
+//! Pending work: one open command encoder that launches, upload copies and read copies
+//! join in program order, and the submission of it as one batch.
+//!
+//! wgpu validates what is encoded into a command encoder when the encoder is finished,
+//! so a batch fails or succeeds whole. What wgpu reports for one operation at encoding
+//! time (a bind group, a pipeline, our own limit checks) stays that operation's error;
+//! an error reported when the batch is finished or submitted claims the bytes of every
+//! output the batch wrote (the launches' outputs and the writes' ranges), because none
+//! of them is known to have run. The batch keeps only weak references to those outputs,
+//! so a handle dropped before the submit is freed as usual.
+
+use super::lost::says_lost;
+use super::upload::UploadPage;
+use crate::storage::wgpu_storage::error::capture;
+use cubecl_runtime::memory_management::{ManagedMemoryBinding, WeakMemoryBinding};
+use std::ops::Range;
+
+/// When pending work is submitted without a read, flush or sync asking for it.
+///
+/// Read from the `[submit]` table of `wgpu-memory.toml` (`max_dispatches`, `max_bytes`),
+/// or set with `Client::set_submit_policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubmitPolicy {
+    /// Launches recorded since the last submit that make the next one due. Default 256:
+    /// enough to hide wgpu's per-submit cost (tens of µs), small enough that the GPU
+    /// starts early on long launch streams. 0 submits after every launch.
+    pub max_dispatches: u32,
+    /// Bytes copied (uploads and reads) since the last submit that make the next one
+    /// due, in bytes. Default 64 MiB: it also bounds the upload staging held by a batch.
+    pub max_bytes: u64,
+}
+
+fn default_dispatches() -> u32 {
+    256
+}
+
+fn default_bytes() -> u64 {
+    64 << 20
+}
+
+impl Default for SubmitPolicy {
+    fn default() -> Self {
+        Self {
+            max_dispatches: default_dispatches(),
+            max_bytes: default_bytes(),
+        }
+    }
+}
+
+/// The work recorded since the last submit.
+#[derive(Default)]
+pub(crate) struct PendingWork {
+    encoder: Option<wgpu::CommandEncoder>,
+    pass: Option<wgpu::ComputePass<'static>>,
+    /// Bytes the batch writes: claimed by the batch's failure if it fails. Bounded by
+    /// the submit policy (one entry per launch output or write).
+    outputs: Vec<(WeakMemoryBinding, Range<u64>)>,
+    /// Upload staging pages the batch copies from: unmapped before the submit, mapped
+    /// again after it.
+    uploads: Vec<UploadPage>,
+    dispatches: u32,
+    bytes: u64,
+}
+
+/// A batch taken out of the pending work, ready to submit (without the client's lock).
+pub(crate) struct Batch {
+    encoder: Option<wgpu::CommandEncoder>,
+    outputs: Vec<(WeakMemoryBinding, Range<u64>)>,
+    uploads: Vec<UploadPage>,
+}
+
+/// A batch wgpu refused: its message, and the outputs to claim.
+pub(crate) struct BatchFailure {
+    pub(crate) message: String,
+    pub(crate) lost: bool,
+    pub(crate) outputs: Vec<(ManagedMemoryBinding, Range<u64>)>,
+}
+
+impl PendingWork {
+    /// The open encoder, with no compute pass open on it (copies go here).
+    pub(crate) fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
+        self.pass = None;
+        self.encoder.get_or_insert_with(|| {
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgpu-memory batch"),
+            })
+        })
+    }
+
+    /// The open compute pass (launches go here), opened on the encoder when needed.
+    pub(crate) fn pass(&mut self, device: &wgpu::Device) -> &mut wgpu::ComputePass<'static> {
+        if self.pass.is_none() {
+            let pass = self
+                .encoder(device)
+                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("wgpu-memory launches"),
+                    timestamp_writes: None,
+                })
+                .forget_lifetime();
+            self.pass = Some(pass);
+        }
+        self.pass.as_mut().expect("opened above")
+    }
+
+    /// Notes bytes the batch writes.
+    pub(crate) fn output(&mut self, binding: &ManagedMemoryBinding, range: Range<u64>) {
+        self.outputs.push((binding.downgrade(), range));
+    }
+
+    /// Notes an upload staging page the batch copies from (once per page).
+    pub(crate) fn upload(&mut self, page: UploadPage) {
+        self.uploads.push(page);
+    }
+
+    pub(crate) fn count_dispatch(&mut self) {
+        self.dispatches += 1;
+    }
+
+    pub(crate) fn count_bytes(&mut self, bytes: u64) {
+        self.bytes += bytes;
+    }
+
+    /// Whether the policy makes a submit due.
+    pub(crate) fn due(&self, policy: &SubmitPolicy) -> bool {
+        self.dispatches > policy.max_dispatches || self.bytes >= policy.max_bytes
+    }
+
+    /// Whether anything is recorded.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.encoder.is_none() && self.uploads.is_empty()
+    }
+
+    /// Takes everything recorded as one batch; the pending work starts empty.
+    pub(crate) fn take(&mut self) -> Batch {
+        self.pass = None;
+        let batch = Batch {
+            encoder: self.encoder.take(),
+            outputs: std::mem::take(&mut self.outputs),
+            uploads: std::mem::take(&mut self.uploads),
+        };
+        self.dispatches = 0;
+        self.bytes = 0;
+        batch
+    }
+}
+
+impl Batch {
+    /// Finishes and submits the batch inside error scopes; upload pages are unmapped
+    /// first (a submission may not use a mapped buffer) and mapped again behind it.
+    ///
+    /// # Errors
+    /// [`BatchFailure`] when wgpu reports an error for the batch: its outputs, still
+    /// alive, are returned to be claimed.
+    pub(crate) fn submit(
+        self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+    ) -> Result<wgpu::SubmissionIndex, BatchFailure> {
+        let Batch {
+            encoder,
+            outputs,
+            uploads,
+        } = self;
+        let (submission, error) = capture(device, || {
+            for page in &uploads {
+                page.unmap();
+            }
+            let buffers = encoder.map(|encoder| encoder.finish());
+            queue.submit(buffers)
+        });
+        for page in uploads {
+            page.remap(device);
+        }
+        match error {
+            None => Ok(submission),
+            Some(error) => {
+                let message = error.to_string();
+                Err(BatchFailure {
+                    lost: says_lost(&message),
+                    message,
+                    outputs: outputs
+                        .into_iter()
+                        .filter_map(|(weak, range)| Some((weak.upgrade()?, range)))
+                        .collect(),
+                })
+            }
+        }
+    }
+}
