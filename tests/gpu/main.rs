@@ -2,12 +2,17 @@
 //!
 //! When wgpu finds no adapter the tests skip, except with `CI=true`, where they fail.
 
+mod api11;
 mod cases;
 mod device;
 mod failures;
+mod kernels;
 mod launch;
 mod layout;
 mod matmul;
+mod ordering_model;
+mod reports;
 mod roundtrip;
 mod storage;
 mod threads;
+mod watchdog;
