@@ -3,6 +3,7 @@
 //! When wgpu finds no adapter the tests skip, except with `CI=true`, where they fail.
 
 mod api11;
+mod callbacks;
 mod cases;
 mod device;
 mod failures;
@@ -11,6 +12,7 @@ mod launch;
 mod layout;
 mod matmul;
 mod ordering_model;
+mod poller;
 mod reports;
 mod roundtrip;
 mod storage;
