@@ -6,6 +6,7 @@ mod api11;
 mod callbacks;
 mod cases;
 mod device;
+mod device_loss;
 mod failures;
 mod kernels;
 mod launch;
