@@ -2,6 +2,7 @@
 //!
 //! When wgpu finds no adapter the tests skip, except with `CI=true`, where they fail.
 
+mod abandoned_reads;
 mod api11;
 mod callbacks;
 mod cases;
