@@ -14,6 +14,7 @@ mod launch;
 mod layout;
 mod matmul;
 mod ordering_model;
+mod pipelines;
 mod poller;
 mod reports;
 mod roundtrip;
