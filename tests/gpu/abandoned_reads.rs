@@ -41,7 +41,7 @@ fn work(client: &Client, kernel: &Kernel, thread: u64, until: Instant) -> (u64, 
             .launch(kernel, groups_for(len as u64), &[&handle])
             .unwrap();
         let read = client.read(&handle);
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             drop(read);
             dropped += 1;
         } else {

@@ -210,7 +210,7 @@ fn run_program(client: &Client, kernels: &Kernels, program: &[Op]) -> Result<(),
             }
             Op::Launch { kind, x, y } => {
                 let words: Vec<usize> = (0..live.len())
-                    .filter(|&i| !live[i].bytes.is_empty() && live[i].bytes.len() % 4 == 0)
+                    .filter(|&i| !live[i].bytes.is_empty() && live[i].bytes.len().is_multiple_of(4))
                     .collect();
                 if words.is_empty() {
                     continue;
