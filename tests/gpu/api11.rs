@@ -1,12 +1,23 @@
 //! Stand-ins for the issue 11 API (`/work/notes/api-11.md`) until it lands on main.
 //!
 //! TODO(api-11): delete this module and its `use crate::api11::...` lines once `Client`
-//! has `create_with`, `write_with`, `flush`, `cached_pipelines` and
+//! has `create_with`, `write_with`, `flush`, `cached_pipelines`, `set_submit_policy` and
 //! `ClientError::DeviceLost`, and the memory report has the `"upload"` auxiliary memory.
 //! Inherent methods win over these trait methods, so the call sites stay as they are.
 
 use wgpu_memory::memory_management::MemoryReport;
 use wgpu_memory::{Client, ClientError, Handle};
+
+/// `wgpu_memory::SubmitPolicy`, field for field.
+///
+/// TODO(api-11): delete, and import `wgpu_memory::SubmitPolicy` where this one is used
+/// (`ordering_model.rs`): once `Client::set_submit_policy` lands, passing this type to it
+/// no longer compiles, which is the reminder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubmitPolicy {
+    pub max_dispatches: u32,
+    pub max_bytes: u64,
+}
 
 /// TODO(api-11): the inherent `Client` methods replace these.
 pub trait Api11 {
@@ -24,6 +35,10 @@ pub trait Api11 {
     fn flush(&self) -> Result<(), ClientError>;
     /// `Client::cached_pipelines`: today's client cannot say.
     fn cached_pipelines(&self) -> usize;
+    /// `Client::set_submit_policy`: today every operation is submitted at once.
+    fn set_submit_policy(&self, policy: SubmitPolicy);
+    /// `Client::submit_policy`: here the defaults of the contract's example config.
+    fn submit_policy(&self) -> SubmitPolicy;
 }
 
 impl Api11 for Client {
@@ -51,6 +66,17 @@ impl Api11 for Client {
 
     fn cached_pipelines(&self) -> usize {
         panic!("TODO(api-11): Client::cached_pipelines is not on this main yet")
+    }
+
+    fn set_submit_policy(&self, policy: SubmitPolicy) {
+        let _ = policy;
+    }
+
+    fn submit_policy(&self) -> SubmitPolicy {
+        SubmitPolicy {
+            max_dispatches: 256,
+            max_bytes: 64 << 20,
+        }
     }
 }
 

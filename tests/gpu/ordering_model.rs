@@ -1,17 +1,18 @@
 //! The ordering model (issue 11, Tests 1): random programs of create / create_with /
-//! write / write_with / launch / read / read_many / drop / cleanup / flush on one
+//! write / write_with / launch / read / read_many / drop / cleanup / flush / sync on one
 //! `Client`, checked against a host model of every live buffer's bytes.
 //!
 //! It guards the order that batching must keep (issue 11, Build 1 and 2): writes,
 //! launches, reads and the reuse of freed slices happen in program order even when many
 //! of them share one submission, pooled upload staging is never overwritten before the
 //! device has read it, and unaligned writes (edge words merged on the GPU) land exactly
-//! on their bytes. Reads are checked when awaited at once, awaited later (the bytes are
-//! those at the time of `read`) and dropped unawaited.
+//! on their bytes. Each case runs under a random submit policy (tiny limits submit between
+//! any two ops) or the default one. Reads are checked when awaited at once, awaited later
+//! (the bytes are those at the time of `read`) and dropped unawaited.
 //!
 //! Cases: `WGPU_MEMORY_MODEL_CASES` (default 500).
 
-use crate::api11::Api11;
+use crate::api11::{Api11, SubmitPolicy};
 use crate::device::{fresh, pattern};
 use crate::kernels::{AFFINE, AFFINE_IN_PLACE, COPY, groups_for, map_words};
 use crate::reports::{auxiliary_slices, main_slices};
@@ -77,6 +78,7 @@ enum Op {
     },
     Cleanup,
     Flush,
+    Sync,
 }
 
 fn size() -> impl Strategy<Value = usize> {
@@ -111,11 +113,24 @@ fn op() -> impl Strategy<Value = Op> {
         2 => index().prop_map(|target| Op::Drop { target }),
         1 => Just(Op::Cleanup),
         1 => Just(Op::Flush),
+        1 => Just(Op::Sync),
     ]
 }
 
-fn program() -> impl Strategy<Value = Vec<Op>> {
-    prop::collection::vec(op(), 1..24)
+/// The submit policy of a case: tiny limits make submissions happen between any two
+/// ops; `None` keeps the client's default.
+fn policy() -> impl Strategy<Value = Option<SubmitPolicy>> {
+    prop_oneof![
+        1 => Just(None),
+        2 => (1..=4u32, prop_oneof![Just(4u64), 4..=2048u64, Just(64 << 20)]).prop_map(
+            |(max_dispatches, max_bytes)| Some(SubmitPolicy { max_dispatches, max_bytes })
+        ),
+    ]
+}
+
+/// A case: a submit policy and a program.
+fn case() -> impl Strategy<Value = (Option<SubmitPolicy>, Vec<Op>)> {
+    (policy(), prop::collection::vec(op(), 1..24))
 }
 
 type PendingRead = Pin<Box<dyn Future<Output = Result<ReadBytes, ClientError>> + Send>>;
@@ -152,7 +167,14 @@ fn compare(what: &str, read: &[u8], expected: &[u8]) -> Result<(), TestCaseError
 }
 
 /// Runs one program and checks every read against the model.
-fn run_program(client: &Client, kernels: &Kernels, program: &[Op]) -> Result<(), TestCaseError> {
+fn run_program(
+    client: &Client,
+    kernels: &Kernels,
+    default_policy: SubmitPolicy,
+    policy: Option<SubmitPolicy>,
+    program: &[Op],
+) -> Result<(), TestCaseError> {
+    client.set_submit_policy(policy.unwrap_or(default_policy));
     let mut live: Vec<Live> = Vec::new();
     let mut later: Vec<(usize, PendingRead, Vec<u8>)> = Vec::new();
     for (step, op) in program.iter().enumerate() {
@@ -287,6 +309,9 @@ fn run_program(client: &Client, kernels: &Kernels, program: &[Op]) -> Result<(),
             Op::Flush => client
                 .flush()
                 .map_err(|e| failed(format_args!("step {step}: flush"), e))?,
+            Op::Sync => client
+                .sync()
+                .map_err(|e| failed(format_args!("step {step}: sync"), e))?,
         }
     }
     for (step, future, expected) in later {
@@ -344,14 +369,15 @@ fn random_programs_match_the_host_model() {
             ..Config::default()
         });
         let started = Instant::now();
-        let outcome = runner.run(&program(), |program| {
-            run_program(&client, &kernels, &program)
+        let default_policy = client.submit_policy();
+        let outcome = runner.run(&case(), |(policy, program)| {
+            run_program(&client, &kernels, default_policy, policy, &program)
         });
         eprintln!("ordering model: {cases} cases in {:?}", started.elapsed());
         match outcome {
             Ok(()) => {}
-            Err(TestError::Fail(reason, program)) => {
-                panic!("{reason}\nminimal program: {program:#?}")
+            Err(TestError::Fail(reason, (policy, program))) => {
+                panic!("{reason}\nsubmit policy: {policy:?}\nminimal program: {program:#?}")
             }
             Err(TestError::Abort(reason)) => panic!("aborted: {reason}"),
         }
