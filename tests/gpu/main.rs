@@ -2,12 +2,22 @@
 //!
 //! When wgpu finds no adapter the tests skip, except with `CI=true`, where they fail.
 
+mod abandoned_reads;
+mod api11;
+mod callbacks;
 mod cases;
 mod device;
+mod device_loss;
 mod failures;
+mod kernels;
 mod launch;
 mod layout;
 mod matmul;
+mod ordering_model;
+mod pipelines;
+mod poller;
+mod reports;
 mod roundtrip;
 mod storage;
 mod threads;
+mod watchdog;
