@@ -55,3 +55,53 @@ fn the_check_finds_a_use_of_wgpu() {
     assert_eq!(found.len(), 1, "{found:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Lines of the `.rs` files under `dir` that contain `needle` outside comments.
+fn uses_of(dir: &Path, needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(uses_of(&path, needle));
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            for (number, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                if code.contains(needle) {
+                    found.push(format!(
+                        "{}:{}: {}",
+                        path.display(),
+                        number + 1,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The server layer sits below the client: it never names the client's module (the
+/// types the client hands out are defined in the server and re-exported above it).
+#[test]
+fn the_server_does_not_import_the_client() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server");
+    let found = uses_of(&root, "crate::client");
+    assert!(
+        found.is_empty(),
+        "the server imports the client:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The poller is generic: it knows nothing of readbacks, so readback -> poller is the
+/// only direction between them.
+#[test]
+fn the_poller_does_not_import_the_readback() {
+    let poller = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server/poller.rs");
+    let text = std::fs::read_to_string(poller).unwrap();
+    assert!(
+        !text.contains("readback::"),
+        "the poller imports the readback"
+    );
+}

@@ -286,6 +286,16 @@ impl Client {
         }
     }
 
+    /// `error`, or the lost-device error when wgpu's error came from a lost device (the
+    /// device-lost callback runs in the poll this makes).
+    fn lost_or(&self, error: ClientError) -> ClientError {
+        self.notice_loss();
+        match (&error, self.shared.lost.message()) {
+            (ClientError::DeviceLost { .. }, _) | (_, None) => error,
+            (_, Some(message)) => crate::server::lost_error(format!("{error}"), message),
+        }
+    }
+
     /// Runs wgpu's device maintenance without waiting: completes callbacks, and lets the
     /// device-lost callback run when the device was destroyed. Holds no lock of ours.
     fn notice_loss(&self) {
@@ -473,11 +483,13 @@ impl Client {
         workgroups: [u32; 3],
         handles: &[&Handle],
     ) -> Result<(), ClientError> {
-        let due = {
+        let launched = {
             let mut server = self.shared.server.lock();
-            server.launch(kernel, workgroups, handles)?;
-            server.submit_due()
+            server
+                .launch(kernel, workgroups, handles)
+                .map(|()| server.submit_due())
         };
+        let due = launched.map_err(|error| self.lost_or(error))?;
         if due {
             self.flush()?;
         }

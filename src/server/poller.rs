@@ -4,8 +4,8 @@
 //!    naming the submission. The returned [`Expectation`] travels into the map callback
 //!    and is dropped when the callback runs, so the poller counts exactly the maps whose
 //!    callback has not run yet.
-//! 2. While that count is above zero the thread waits for the newest registered
-//!    submission with an untimed `device.poll(Wait)`: it sleeps in the driver until the
+//! 2. While any map is expected the thread waits for the oldest one's submission with an
+//!    untimed `device.poll(Wait)`: it sleeps in the driver until the
 //!    device answers, then wgpu runs the callbacks. No timed waits: a timed wait raced
 //!    with cleanup inside wgpu-core 30.0.2 (fixed upstream in gfx-rs/wgpu PR #9958, not
 //!    released in 30.x), and an untimed one never takes that path.
@@ -20,11 +20,35 @@
 //! submit, and a callback that calls the client does not deadlock.
 
 use parking_lot::{Condvar, Mutex};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Waker;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+thread_local! {
+    /// On the poller thread while it polls: the readers to wake once the poll returned.
+    static WAKE_AFTER_POLL: RefCell<Option<Vec<Waker>>> = const { RefCell::new(None) };
+}
+
+/// Wakes a reader whose map completed. On the poller thread the wake waits until the
+/// poll returns: wgpu runs every callback of that poll first, the device-lost callback
+/// included (after the map callbacks), so the reader sees a loss the same poll found.
+pub(crate) fn wake(waker: Waker) {
+    let waker = WAKE_AFTER_POLL.with(|later| match later.borrow_mut().as_mut() {
+        Some(list) => {
+            list.push(waker);
+            None
+        }
+        None => Some(waker),
+    });
+    if let Some(waker) = waker {
+        waker.wake();
+    }
+}
 
 /// A job run on the poller thread (outside every wgpu callback and every lock of ours).
 pub(crate) type Deferred = Box<dyn FnOnce() + Send>;
@@ -35,10 +59,10 @@ const MAX_BACKOFF: Duration = Duration::from_millis(50);
 
 #[derive(Default)]
 struct State {
-    /// Maps requested whose callback has not run.
-    expected: usize,
-    /// The newest submission a map waits behind.
-    latest: Option<wgpu::SubmissionIndex>,
+    /// Maps requested whose callback has not run, by ticket (oldest first), with the
+    /// submission each waits behind. One entry per read in flight.
+    expected: BTreeMap<u64, wgpu::SubmissionIndex>,
+    next_ticket: u64,
     /// Jobs for the thread; at most one per abandoned read in flight.
     deferred: Vec<Deferred>,
     stop: bool,
@@ -61,6 +85,7 @@ pub(crate) struct Poller {
 /// poller.
 pub(crate) struct Expectation {
     shared: Arc<Shared>,
+    ticket: u64,
 }
 
 impl Poller {
@@ -96,12 +121,14 @@ impl Poller {
     /// expectation is dropped.
     pub(crate) fn expect(&self, submission: wgpu::SubmissionIndex) -> Expectation {
         let mut state = self.shared.state.lock();
-        state.expected += 1;
-        state.latest = Some(submission);
+        let ticket = state.next_ticket;
+        state.next_ticket += 1;
+        state.expected.insert(ticket, submission);
         drop(state);
         self.shared.wake.notify_one();
         Expectation {
             shared: self.shared.clone(),
+            ticket,
         }
     }
 
@@ -141,8 +168,7 @@ fn defer_on(shared: &Shared, job: Deferred) {
 
 impl Drop for Expectation {
     fn drop(&mut self) {
-        let mut state = self.shared.state.lock();
-        state.expected = state.expected.saturating_sub(1);
+        self.shared.state.lock().expected.remove(&self.ticket);
     }
 }
 
@@ -174,9 +200,9 @@ impl Drop for AliveFlag<'_> {
 fn run(shared: &Shared) {
     let mut backoff = Duration::ZERO;
     loop {
-        let (jobs, latest) = {
+        let (jobs, oldest) = {
             let mut state = shared.state.lock();
-            while state.expected == 0 && state.deferred.is_empty() && !state.stop {
+            while state.expected.is_empty() && state.deferred.is_empty() && !state.stop {
                 shared.wake.wait(&mut state);
             }
             if state.stop {
@@ -187,22 +213,27 @@ fn run(shared: &Shared) {
                 // job ends the pause early.
                 shared.wake.wait_for(&mut state, backoff);
             }
-            let latest = (state.expected > 0).then(|| state.latest.clone()).flatten();
-            (std::mem::take(&mut state.deferred), latest)
+            // The oldest map first: each reader is woken as soon as its own submission
+            // is done, not behind later work.
+            let oldest = state.expected.values().next().cloned();
+            (std::mem::take(&mut state.deferred), oldest)
         };
         jobs.into_iter().for_each(|job| job());
-        let Some(latest) = latest else {
+        let Some(oldest) = oldest else {
             backoff = Duration::ZERO;
             continue;
         };
-        let before = shared.state.lock().expected;
+        let before = shared.state.lock().expected.len();
+        WAKE_AFTER_POLL.with(|later| *later.borrow_mut() = Some(Vec::new()));
         let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
             shared.device.poll(wgpu::PollType::Wait {
-                submission_index: Some(latest),
+                submission_index: Some(oldest),
                 timeout: None,
             })
         }));
-        let progressed = shared.state.lock().expected < before;
+        let wakers = WAKE_AFTER_POLL.with(|later| later.borrow_mut().take());
+        wakers.into_iter().flatten().for_each(Waker::wake);
+        let progressed = shared.state.lock().expected.len() < before;
         backoff = match polled {
             Ok(Ok(_)) if progressed => Duration::ZERO,
             Ok(Ok(_)) => next_backoff(backoff),

@@ -155,7 +155,7 @@ impl MapCallback {
         drop(self.expectation);
         // Woken and handed over only after the slot's lock is released.
         if let Some(waker) = waker {
-            waker.wake();
+            super::poller::wake(waker);
         }
         if let Some(range) = abandoned {
             self.deferrer.defer(Box::new(move || range.release(mapped)));
@@ -324,12 +324,15 @@ impl ReadFuture {
     /// When the poller thread is gone: waits on the device here for the read's own
     /// submission (untimed; a lost device answers at once).
     fn poll_here(&self, submission: &wgpu::SubmissionIndex) {
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.device.poll(wgpu::PollType::Wait {
-                submission_index: Some(submission.clone()),
-                timeout: None,
-            })
-        }));
+        self.poll_device(wgpu::PollType::Wait {
+            submission_index: Some(submission.clone()),
+            timeout: None,
+        });
+    }
+
+    /// Polls the device, a panic inside wgpu caught (the read then fails or retries).
+    fn poll_device(&self, poll: wgpu::PollType) {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.device.poll(poll)));
     }
 }
 
@@ -374,11 +377,23 @@ impl Future for ReadFuture {
                 unreachable!("checked above");
             };
             self.empty_parts = 0;
+            // A map can complete on a device destroyed after the copy was submitted, with
+            // bytes nobody can vouch for: let wgpu run the device-lost callback, then
+            // refuse them.
+            self.poll_device(wgpu::PollType::Poll);
             let outcome = map.into_bytes(result);
-            return Poll::Ready(outcome.map_err(|error| match self.lost.message() {
-                Some(message) => lost_error("read", message),
-                None => error,
-            }));
+            if let Err(error) = &outcome {
+                // Our pages are only ever dropped, never destroyed: a destroyed staging
+                // page means wgpu released the device's resources.
+                let message = error.to_string();
+                if super::lost::says_lost(&message) {
+                    self.lost.record(message);
+                }
+            }
+            return Poll::Ready(match self.lost.message() {
+                Some(message) => Err(lost_error("read", message)),
+                None => outcome,
+            });
         }
     }
 }

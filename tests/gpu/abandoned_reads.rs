@@ -8,9 +8,9 @@
 //! checking the bytes of the others. Afterwards, once synced and cleaned up (a bounded
 //! number of times), the readback and upload staging memories hold no slice.
 
-use crate::api11::upload_slices;
 use crate::device::{fresh, pattern};
 use crate::kernels::{ADD_ONE, groups_for, words};
+use crate::reports::upload_slices;
 use crate::reports::{auxiliary_slices, main_slices};
 use crate::watchdog::within;
 use std::time::{Duration, Instant};

@@ -7,7 +7,6 @@
 //! `memory_report()` and then `sync()`, and the client's own activity runs the callback:
 //! every call must return (a watchdog turns a deadlock into a failure).
 
-use crate::api11::Api11;
 use crate::device::{fresh, pattern};
 use crate::kernels::{ADD_ONE, groups_for};
 use crate::watchdog::within;

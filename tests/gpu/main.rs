@@ -3,7 +3,6 @@
 //! When wgpu finds no adapter the tests skip, except with `CI=true`, where they fail.
 
 mod abandoned_reads;
-mod api11;
 mod callbacks;
 mod cases;
 mod device;

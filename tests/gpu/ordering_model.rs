@@ -12,7 +12,6 @@
 //!
 //! Cases: `WGPU_MEMORY_MODEL_CASES` (default 500).
 
-use crate::api11::{Api11, SubmitPolicy};
 use crate::device::{fresh, pattern};
 use crate::kernels::{AFFINE, AFFINE_IN_PLACE, COPY, groups_for, map_words};
 use crate::reports::{auxiliary_slices, main_slices};
@@ -22,6 +21,7 @@ use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
+use wgpu_memory::SubmitPolicy;
 use wgpu_memory::client::ReadBytes;
 use wgpu_memory::{Client, ClientError, Handle, Kernel};
 
@@ -389,7 +389,7 @@ fn random_programs_match_the_host_model() {
             report = client.memory_report();
             if main_slices(&report) == 0
                 && auxiliary_slices(&report, "staging") == Some(0)
-                && crate::api11::upload_slices(&report) == 0
+                && crate::reports::upload_slices(&report) == 0
             {
                 break;
             }
@@ -402,7 +402,7 @@ fn random_programs_match_the_host_model() {
             "readback staging slices left"
         );
         assert_eq!(
-            crate::api11::upload_slices(&report),
+            crate::reports::upload_slices(&report),
             0,
             "upload slices left"
         );

@@ -3,7 +3,6 @@
 //! Pipelines are keyed by shader source and entry point, so 2000 kernels made from one
 //! source share one pipeline, and every one of their launches still runs.
 
-use crate::api11::Api11;
 use crate::device::fresh;
 use crate::kernels::{ADD_ONE, groups_for};
 use wgpu_memory::Kernel;

@@ -16,3 +16,8 @@ pub fn auxiliary_slices(report: &MemoryReport, name: &str) -> Option<u64> {
 pub fn main_slices(report: &MemoryReport) -> u64 {
     report.streams[0].pools.usage().number_allocs
 }
+
+/// Live slices of the upload staging memory (the `"upload"` auxiliary memory).
+pub fn upload_slices(report: &MemoryReport) -> u64 {
+    auxiliary_slices(report, "upload").expect("the report has the upload staging memory")
+}
