@@ -20,11 +20,30 @@ pub const MAX_PIPELINES: usize = 64;
 /// Bound on the bind groups a client keeps.
 pub const MAX_BIND_GROUPS: usize = 1024;
 
-/// A pipeline's key: its WGSL source and entry point.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A pipeline's key: its WGSL source and entry point. Hashes only their fingerprint
+/// (computed once per `Kernel`); equality compares the texts (pointers first).
+#[derive(Debug, Clone)]
 pub(crate) struct PipelineKey {
+    pub(crate) fingerprint: u64,
     pub(crate) source: Arc<str>,
     pub(crate) entry_point: Arc<str>,
+}
+
+impl PartialEq for PipelineKey {
+    fn eq(&self, other: &Self) -> bool {
+        let same = |a: &Arc<str>, b: &Arc<str>| Arc::ptr_eq(a, b) || a == b;
+        self.fingerprint == other.fingerprint
+            && same(&self.source, &other.source)
+            && same(&self.entry_point, &other.entry_point)
+    }
+}
+
+impl Eq for PipelineKey {}
+
+impl Hash for PipelineKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.fingerprint.hash(state);
+    }
 }
 
 /// A bind group's key: the pipeline's slot, and each binding's page, offset and size.

@@ -12,6 +12,9 @@ use std::sync::Arc;
 /// are outputs only.
 #[derive(Debug, Clone)]
 pub struct Kernel {
+    /// A hash of `source` and `entry_point`, computed once: the pipeline cache's key
+    /// hashes this instead of the whole source at every launch.
+    pub(crate) fingerprint: u64,
     pub(crate) label: Arc<str>,
     pub(crate) source: Arc<str>,
     pub(crate) entry_point: Arc<str>,
@@ -27,10 +30,13 @@ impl Kernel {
         source: impl Into<Arc<str>>,
         entry_point: impl Into<Arc<str>>,
     ) -> Self {
+        let source = source.into();
+        let entry_point = entry_point.into();
         Self {
+            fingerprint: fingerprint(&source, &entry_point),
             label: label.into(),
-            source: source.into(),
-            entry_point: entry_point.into(),
+            source,
+            entry_point,
             writes: None,
         }
     }
@@ -63,4 +69,13 @@ impl Kernel {
     pub fn label(&self) -> &str {
         &self.label
     }
+}
+
+/// A hash of a kernel's source and entry point (the pipeline cache's key).
+fn fingerprint(source: &str, entry_point: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    source.hash(&mut hasher);
+    entry_point.hash(&mut hasher);
+    hasher.finish()
 }

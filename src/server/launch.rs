@@ -187,6 +187,7 @@ impl Server {
     /// compiled now inside error scopes.
     fn pipeline(&mut self, kernel: &Kernel) -> Result<CachedPipeline, ClientError> {
         let key = PipelineKey {
+            fingerprint: kernel.fingerprint,
             source: kernel.source.clone(),
             entry_point: kernel.entry_point.clone(),
         };
