@@ -9,6 +9,7 @@
 
 mod config;
 mod mode;
+mod ring;
 
 pub use crate::server::{
     ARENA_BYTES, ClientError, DeviceLostCallback, Handle, HandleResource, Kernel, MAX_BIND_GROUPS,
@@ -24,8 +25,15 @@ use crate::memory_management::{
 use crate::server::{DeviceLoss, PendingMap, Poller, ReadFuture, Server, copy_bytes};
 use crate::storage::wgpu_storage::limits::storage_memory_properties;
 use parking_lot::{Mutex, ReentrantMutex};
+use ring::Ring;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Memory records a client keeps by default (see [`Client::set_record_capacity`]).
+pub const DEFAULT_RECORDS: usize = 1024;
+
+/// Uncaptured wgpu errors a client keeps (the newest; see [`Client::uncaptured_errors`]).
+pub const MAX_UNCAPTURED_ERRORS: usize = 256;
 
 /// A device's pooled memory and the work on it. `Send + Sync`, cheap to clone: clones
 /// share one device, one queue and one set of pools behind one mutex.
@@ -45,9 +53,9 @@ struct Shared {
     /// The submit turn: taken before `server`, never while holding it; re-entrant so a
     /// wgpu callback running inside our submit can submit too.
     turn: ReentrantMutex<()>,
-    records: Mutex<Vec<MemoryRecord>>,
+    records: Mutex<Ring<MemoryRecord>>,
     poller: Arc<Poller>,
-    uncaptured: Arc<Mutex<Vec<String>>>,
+    uncaptured: Arc<Mutex<Ring<String>>>,
     lost: DeviceLoss,
     /// Upload staging bytes submitted and not yet mapped again.
     uploads_in_flight: Arc<AtomicU64>,
@@ -94,7 +102,7 @@ impl Client {
         info: Option<wgpu::AdapterInfo>,
         layout: PoolLayout,
     ) -> Self {
-        let uncaptured = Arc::new(Mutex::new(Vec::new()));
+        let uncaptured = Arc::new(Mutex::new(Ring::new(MAX_UNCAPTURED_ERRORS)));
         let sink = uncaptured.clone();
         device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
             tracing::error!(%error, "uncaptured wgpu error");
@@ -112,7 +120,7 @@ impl Client {
                 info,
                 server: Mutex::new(server),
                 turn: ReentrantMutex::new(()),
-                records: Mutex::new(Vec::new()),
+                records: Mutex::new(Ring::new(DEFAULT_RECORDS)),
                 poller,
                 uncaptured,
                 lost,
@@ -524,9 +532,9 @@ impl Client {
     }
 
     /// Records the memory report under `label` (what the program was doing: `"model
-    /// loaded"`, `"after step 10"`) and returns the record; the client keeps every record
-    /// for [`memory_records`](Self::memory_records). Records are serde values, ready for a
-    /// JSON-lines log or a timeline.
+    /// loaded"`, `"after step 10"`) and returns the record; the client keeps the newest
+    /// ones for [`memory_records`](Self::memory_records) (a bounded ring). Records are
+    /// serde values, ready for a JSON-lines log or a timeline.
     pub fn record_memory(&self, label: impl Into<String>) -> MemoryRecord {
         let record = MemoryRecord {
             label: label.into(),
@@ -536,9 +544,18 @@ impl Client {
         record
     }
 
-    /// Every record made by [`record_memory`](Self::record_memory), oldest first.
+    /// The newest records made by [`record_memory`](Self::record_memory), oldest first:
+    /// at most [`DEFAULT_RECORDS`] (1024), or the capacity set with
+    /// [`set_record_capacity`](Self::set_record_capacity).
     pub fn memory_records(&self) -> Vec<MemoryRecord> {
-        self.shared.records.lock().clone()
+        self.shared.records.lock().to_vec()
+    }
+
+    /// Keeps at most `capacity` memory records (the newest), dropping older ones now and
+    /// later. Each record holds a whole report, so the bound is what keeps a long run's
+    /// records from growing without end.
+    pub fn set_record_capacity(&self, capacity: usize) {
+        self.shared.records.lock().set_capacity(capacity);
     }
 
     /// Gives every page without a live slice back to the driver, in every memory (main,
@@ -604,7 +621,9 @@ impl Client {
 
     /// The wgpu errors that reached the device's uncaptured-error handler since the client
     /// was made (none should: each operation catches its own).
+    ///
+    /// At most the newest [`MAX_UNCAPTURED_ERRORS`] (256) are kept.
     pub fn uncaptured_errors(&self) -> Vec<String> {
-        self.shared.uncaptured.lock().clone()
+        self.shared.uncaptured.lock().to_vec()
     }
 }

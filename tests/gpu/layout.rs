@@ -78,3 +78,18 @@ fn record_memory_keeps_labelled_snapshots() {
     assert_eq!(records[0].report.usage().bytes_in_use, 0);
     drop(handle);
 }
+
+#[test]
+fn memory_records_keep_only_the_newest_within_their_bound() {
+    let Some(client) = fresh() else { return };
+    client.set_record_capacity(3);
+    for step in 0..10 {
+        client.record_memory(format!("step {step}"));
+    }
+    let labels: Vec<String> = client
+        .memory_records()
+        .into_iter()
+        .map(|record| record.label)
+        .collect();
+    assert_eq!(labels, ["step 7", "step 8", "step 9"]);
+}
