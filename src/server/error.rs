@@ -97,6 +97,30 @@ pub enum ClientError {
         /// wgpu's message, or the device-lost callback's reason and message.
         message: String,
     },
+    /// A handle of another client was given to this one: its slice lives in the other
+    /// client's memory. Use each handle with the client that made it.
+    #[error(
+        "{operation} was given a handle of another client (client #{owner}); this is client #{client}"
+    )]
+    ForeignHandle {
+        /// What was attempted.
+        operation: String,
+        /// The number of the client that made the handle.
+        owner: u64,
+        /// The number of the client it was given to.
+        client: u64,
+    },
+    /// A read asked for more bytes at once than one staging buffer can hold
+    /// (`max_buffer_size` of the device): read fewer or smaller handles per call.
+    #[error(
+        "a read of {requested} bytes does not fit in one staging buffer: the device allows at most {limit} bytes per buffer"
+    )]
+    ReadTooBig {
+        /// Bytes the read needs in staging (each part rounded up to 4).
+        requested: u64,
+        /// The device's `max_buffer_size`, in bytes.
+        limit: u64,
+    },
     /// The read's handle has no slice (its reservation failed).
     #[error("the read's handle was never allocated: memory #{0}")]
     Unallocated(usize),

@@ -11,6 +11,8 @@ use cubecl_runtime::memory_management::{ManagedMemoryBinding, ManagedMemoryHandl
 pub struct Handle {
     pub(crate) memory: ManagedMemoryHandle,
     pub(crate) size: u64,
+    /// The number of the client (server) whose memory the slice is in.
+    pub(crate) owner: u64,
 }
 
 impl Handle {

@@ -25,6 +25,9 @@ impl Server {
     ) -> Result<(), ClientError> {
         self.check_lost(&format!("launch of {}", kernel.label))?;
         self.check_launch(kernel, workgroups, handles.len())?;
+        for handle in handles {
+            self.check_owner(handle, &format!("launch of {}", kernel.label))?;
+        }
         let outputs: Vec<&Handle> = (0..handles.len())
             .filter(|&i| kernel.writes_binding(i))
             .map(|i| handles[i])

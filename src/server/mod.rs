@@ -74,6 +74,8 @@ pub(crate) struct Server {
     seen_deallocations: u64,
     merge_kernel: Kernel,
     pub(crate) lost: DeviceLoss,
+    /// This server's number, stamped on its handles.
+    id: u64,
 }
 
 impl Server {
@@ -107,6 +109,10 @@ impl Server {
             seen_deallocations: 0,
             merge_kernel: transfer::merge_kernel(),
             lost,
+            id: {
+                static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
         }
     }
 
@@ -114,11 +120,16 @@ impl Server {
     pub(crate) fn empty(&mut self, size: u64) -> Result<Handle, ClientError> {
         self.check_lost("create")?;
         let memory = self.main.reserve(size)?;
-        Ok(Handle { memory, size })
+        Ok(Handle {
+            memory,
+            size,
+            owner: self.id,
+        })
     }
 
     /// Where a handle's bytes are.
     pub(crate) fn resource(&mut self, handle: &Handle) -> Result<HandleResource, ClientError> {
+        self.check_owner(handle, "using a handle")?;
         let binding = handle.binding();
         let resource = self.main.get_resource(&binding, None, None)?;
         Ok(HandleResource {
@@ -198,6 +209,18 @@ impl Server {
     /// Upload staging bytes in flight (shared with the client, read without the lock).
     pub(crate) fn upload_in_flight(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
         self.uploads.in_flight()
+    }
+
+    /// Fails with [`ClientError::ForeignHandle`] when `handle` was made by another client.
+    pub(crate) fn check_owner(&self, handle: &Handle, operation: &str) -> Result<(), ClientError> {
+        if handle.owner == self.id {
+            return Ok(());
+        }
+        Err(ClientError::ForeignHandle {
+            operation: operation.to_string(),
+            owner: handle.owner,
+            client: self.id,
+        })
     }
 
     /// Fails with [`ClientError::DeviceLost`] once the device is known to be lost.

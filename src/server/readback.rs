@@ -241,6 +241,13 @@ impl Server {
         if total == 0 {
             return Ok(None);
         }
+        let limit = self.staging.properties().max_page_size;
+        if total > limit {
+            return Err(ClientError::ReadTooBig {
+                requested: total,
+                limit,
+            });
+        }
         let sources = parts
             .iter()
             .map(|(handle, offset, len)| Ok((self.resource(handle)?, *offset, *len)))
@@ -274,6 +281,7 @@ impl Server {
     /// skipped kernels) or of a handle without a slice.
     fn check_claims(&mut self, parts: &[(&Handle, u64, u64)]) -> Result<(), ClientError> {
         for (handle, offset, len) in parts {
+            self.check_owner(handle, "read")?;
             match self.main.claim(&handle.binding(), *offset..offset + len) {
                 None => {}
                 Some(Claim::Unallocated(id)) => return Err(ClientError::Unallocated(id.value)),

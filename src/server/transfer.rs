@@ -39,6 +39,7 @@ impl Server {
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), ClientError> {
         self.check_lost("write")?;
+        self.check_owner(handle, "write")?;
         if offset.checked_add(len).is_none_or(|end| end > handle.size) {
             return Err(ClientError::OutOfBounds {
                 operation: "write",

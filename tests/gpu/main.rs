@@ -13,6 +13,7 @@ mod kernels;
 mod launch;
 mod layout;
 mod matmul;
+mod messages;
 mod ordering_model;
 mod pipelines;
 mod poller;
