@@ -184,16 +184,13 @@ impl UploadPage {
         let ((), error) = crate::storage::wgpu_storage::error::capture(device, || {
             buffer.map_async(wgpu::MapMode::Write, .., move |result| {
                 in_flight.fetch_sub(bytes, Ordering::Relaxed);
-                match result {
-                    Ok(()) => drop(handle),
-                    Err(error) => {
-                        // Unmapped for good (a lost device): a write that reserved it
-                        // could not fill it, so the slice stays out of reuse with its
-                        // page, which goes when the memory is dropped.
-                        tracing::debug!(%error, "upload staging page not mapped again");
-                        std::mem::forget(handle);
-                    }
+                if let Err(error) = result {
+                    // Only a lost device refuses the map; every later write fails on
+                    // the lost device before it reserves staging, so the slice can go
+                    // back (and its page with the next cleanup) although unmapped.
+                    tracing::debug!(%error, "upload staging page not mapped again");
                 }
+                drop(handle);
             })
         });
         if let Some(error) = error {
