@@ -7,6 +7,8 @@
 //! turn is taken before the mutex, never while holding it, so the two cannot deadlock,
 //! and a callback running inside our own submit may take the turn again.
 
+#[cfg(test)]
+mod batch_tests;
 mod config;
 mod mode;
 mod ring;

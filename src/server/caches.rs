@@ -113,6 +113,8 @@ pub(crate) struct CachedPipeline {
     pub(crate) pipeline: wgpu::ComputePipeline,
     pub(crate) layout: wgpu::BindGroupLayout,
     pub(crate) slot: u64,
+    /// The `@group(0)` bindings the source declares read-only storage.
+    pub(crate) read_only: Arc<[u32]>,
 }
 
 #[cfg(test)]

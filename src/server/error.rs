@@ -97,6 +97,22 @@ pub enum ClientError {
         /// wgpu's message, or the device-lost callback's reason and message.
         message: String,
     },
+    /// A launch bound a handle to a binding its kernel declares `var<storage, read>`, and
+    /// another handle in the same page to a writable binding. wgpu refuses one buffer
+    /// used both ways in a dispatch, and would report it only for the whole batch; the
+    /// launch is refused alone instead. Declare the binding `read_write` (slices of one
+    /// page can always be bound together then).
+    #[error(
+        "launch of {kernel}: binding {read_only} is declared var<storage, read> and shares a page with writable binding {writable}; wgpu refuses one buffer bound both ways in a dispatch, so declare binding {read_only} read_write"
+    )]
+    ReadOnlyAliasesWritable {
+        /// The kernel's label.
+        kernel: String,
+        /// The read-only binding.
+        read_only: u32,
+        /// The writable binding in the same page.
+        writable: u32,
+    },
     /// A handle of another client was given to this one: its slice lives in the other
     /// client's memory. Use each handle with the client that made it.
     #[error(

@@ -4,6 +4,7 @@ use super::caches::{BindGroupKey, CachedPipeline, PipelineKey};
 use super::error::ClientError;
 use super::handle::Handle;
 use super::kernel::Kernel;
+use super::reflection::{aliased_read_only, read_only_bindings};
 use super::{Server, wgpu_error};
 use crate::memory_management::{Claim, FailureId, ManagedMemoryId, Skipped};
 use crate::storage::wgpu_storage::error::capture;
@@ -54,6 +55,7 @@ impl Server {
             self.pending.output(&binding, 0..output.size);
         }
         self.pending.count_dispatch();
+        tracing::debug!(kernel = %kernel.label, ?workgroups, bindings = handles.len(), "launch");
         Ok(())
     }
 
@@ -104,6 +106,14 @@ impl Server {
             let resource = self.resource(handle)?;
             let size = resource.binding_size();
             bindings.push((resource.buffer, resource.offset, size));
+        }
+        let buffers: Vec<&wgpu::Buffer> = bindings.iter().map(|(buffer, _, _)| buffer).collect();
+        if let Some((read_only, writable)) = aliased_read_only(&pipeline.read_only, &buffers) {
+            return Err(ClientError::ReadOnlyAliasesWritable {
+                kernel: kernel.label.to_string(),
+                read_only,
+                writable,
+            });
         }
         let key = BindGroupKey {
             pipeline: pipeline.slot,
@@ -222,6 +232,7 @@ impl Server {
             pipeline: pipeline.0,
             layout: pipeline.1,
             slot: self.next_pipeline_slot,
+            read_only: read_only_bindings(&kernel.source).into(),
         };
         self.pipelines.insert(key, cached.clone());
         Ok(cached)

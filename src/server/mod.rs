@@ -21,6 +21,7 @@ mod lost;
 mod poller;
 mod read_bytes;
 mod readback;
+mod reflection;
 mod transfer;
 mod upload;
 
@@ -163,8 +164,14 @@ impl Server {
     /// Replaces the main memory's dynamic pools (staging is never affected).
     pub(crate) fn install(&mut self, layout: PoolLayout) -> Result<(), ClientError> {
         match layout {
-            PoolLayout::Preset(config) => self.main.install_configuration(config)?,
-            PoolLayout::Explicit(pools) => self.main.install_memory_pools(pools)?,
+            PoolLayout::Preset(config) => {
+                tracing::debug!(?config, "install");
+                self.main.install_configuration(config)?;
+            }
+            PoolLayout::Explicit(pools) => {
+                tracing::debug!(pools = pools.len(), "install");
+                self.main.install_memory_pools(pools)?;
+            }
         }
         Ok(())
     }
@@ -172,9 +179,19 @@ impl Server {
     /// Gives every free page back, in every memory. Pages dropped here may still be used
     /// by submitted work; wgpu keeps a dropped buffer alive until that work is done.
     pub(crate) fn cleanup(&mut self) {
+        let before = self.reserved_bytes();
         self.main.cleanup(Cleanup::Explicit);
         self.staging.cleanup(Cleanup::Explicit);
         self.uploads.memory.cleanup(Cleanup::Explicit);
+        let released = before.saturating_sub(self.reserved_bytes());
+        tracing::debug!(bytes_released = released, "cleanup");
+    }
+
+    /// Bytes of every page held, in all three memories.
+    fn reserved_bytes(&self) -> u64 {
+        self.main.bytes_allocated()
+            + self.staging.bytes_allocated()
+            + self.uploads.memory.bytes_allocated()
     }
 
     /// Takes the recorded work out as one batch, or `None` when nothing is recorded.

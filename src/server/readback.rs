@@ -74,6 +74,7 @@ pub(crate) struct PendingMap {
     parts: Vec<(u64, u64)>,
     submission: wgpu::SubmissionIndex,
     state: Arc<Mutex<MapState>>,
+    started: std::time::Instant,
 }
 
 /// The mapped staging range of one read; unmapped, and its slice released, on drop.
@@ -132,6 +133,7 @@ impl ReadPlan {
             parts: self.parts,
             submission,
             state,
+            started: std::time::Instant::now(),
         }
     }
 }
@@ -174,6 +176,13 @@ impl PendingMap {
         result: Result<(), wgpu::BufferAsyncError>,
     ) -> Result<Vec<ReadBytes>, ClientError> {
         let size = self.size();
+        tracing::debug!(
+            bytes = size,
+            parts = self.parts.len(),
+            waited_us = self.started.elapsed().as_micros() as u64,
+            ok = result.is_ok(),
+            "readback"
+        );
         let failed = |message: String| ClientError::Map { size, message };
         if let Err(error) = result {
             return Err(failed(error.to_string()));

@@ -78,6 +78,7 @@ impl Server {
         self.main.written(&binding, offset..end);
         self.pending.output(&binding, offset..end);
         self.pending.count_bytes(len);
+        tracing::debug!(bytes = len, offset, merged_edges = records.len(), "upload");
         Ok(())
     }
 
@@ -104,6 +105,24 @@ impl Server {
                 ClientError::Wgpu { message, .. } => wgpu_error("write (edge merge)", message),
                 other => other,
             })
+    }
+}
+
+impl Server {
+    /// Records a copy within `handle`'s page whose source and destination overlap: valid
+    /// to record, refused by wgpu when the batch is finished. Tests use it to fail a
+    /// whole batch.
+    #[cfg(test)]
+    pub(crate) fn record_overlapping_copy(&mut self, handle: &Handle) -> Result<(), ClientError> {
+        let target = self.resource(handle)?;
+        self.pending.encoder(&self.device).copy_buffer_to_buffer(
+            &target.buffer,
+            target.offset,
+            &target.buffer,
+            target.offset + 4,
+            8,
+        );
+        Ok(())
     }
 }
 
