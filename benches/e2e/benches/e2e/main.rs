@@ -55,7 +55,9 @@
 //! Environment: `E2E_REPS` (default 7), `E2E_ONLY` (letters, default `a,b,c,d,e`),
 //! `E2E_SMALL=1` (sizes up to 64 MiB, 500 dispatches, 3 steps per sample),
 //! `E2E_DISPATCHES` (default 2000), `E2E_STEPS` (model steps per timed sample, default
-//! 10). Progress goes to stderr.
+//! 10). Ours takes its submit policy from the `[submit]` table of `wgpu-memory.toml` (or
+//! the file `WGPU_MEMORY_CONFIG` names) when there is one; the header prints it. Progress
+//! goes to stderr.
 
 #[path = "../../../support/median.rs"]
 mod support_median;
@@ -101,6 +103,12 @@ fn main() {
     println!(
         "adapter: {} ({:?}, {:?}); driver: {} {}",
         info.name, info.backend, info.device_type, info.driver, info.driver_info
+    );
+    let policy = ours.submit_policy();
+    println!(
+        "ours: submit policy {} dispatches / {}",
+        policy.max_dispatches,
+        format_bytes(policy.max_bytes)
     );
     println!(
         "{} timed repetitions per side, interleaved, medians; ratios: times faster ours is \
@@ -249,11 +257,6 @@ fn main() {
     if let Some(memory) = model_memory {
         println!();
         table::print_model_memory(&memory);
-    }
-    if config.runs('c')
-        && let Some(note) = ours::CREATE_WITH_NOTE
-    {
-        println!("\nNote: {note}.");
     }
     let errors = ours.uncaptured_errors();
     if !errors.is_empty() {

@@ -8,7 +8,8 @@ use crate::kernels::{FILL, FILL_ENTRY, PING, PING_BYTES, PING_ENTRY, fill_workgr
 use crate::measure::Timed;
 use crate::plan::{Op, Plan, TEMPORARIES};
 use std::time::{Duration, Instant};
-use wgpu_memory::{Client, ClientError, Handle, Kernel};
+use wgpu_memory::client::load_submit_policy;
+use wgpu_memory::{Client, ClientError, Handle, Kernel, SubmitPolicy};
 
 const SIDE: &str = "wgpu-memory";
 
@@ -21,7 +22,8 @@ pub struct Ours {
 
 impl Ours {
     /// A client on a device of its own on `adapter`, with the adapter's limits (what
-    /// `Client::open_default` asks for) and the default layout.
+    /// `Client::open_default` asks for), the default layout, and the submit policy of
+    /// `wgpu-memory.toml` (or the file `WGPU_MEMORY_CONFIG` names) when there is one.
     pub fn open(adapter: &wgpu::Adapter) -> Self {
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("wgpu-memory"),
@@ -29,11 +31,18 @@ impl Ours {
             ..Default::default()
         }))
         .expect("wgpu-memory: request_device");
+        let client = Client::new(device, queue);
+        client.set_submit_policy(load_submit_policy().expect("wgpu-memory: [submit] config"));
         Self {
-            client: Client::new(device, queue),
+            client,
             ping: Kernel::new("ping", PING, PING_ENTRY).writes(&[1]),
             fill: Kernel::new("fill", FILL, FILL_ENTRY).writes(&[0]),
         }
+    }
+
+    /// The client's submit policy.
+    pub fn submit_policy(&self) -> SubmitPolicy {
+        self.client.submit_policy()
     }
 
     /// Errors that reached the device's uncaptured-error handler (should be none).
@@ -92,10 +101,10 @@ impl Ours {
     /// (c): `count` uploads of `src` through `call`, each waited for (`sync`).
     pub fn uploads<'a>(&'a self, src: &'a [u8], count: usize, call: Upload) -> impl Timed + 'a {
         if call == Upload::CreateWith {
-            let handle = create_with(&self.client, src.len() as u64, |bytes| {
-                bytes.copy_from_slice(src)
-            })
-            .expect("wgpu-memory: create_with");
+            let handle = self
+                .client
+                .create_with(src.len() as u64, |bytes| bytes.copy_from_slice(src))
+                .expect("wgpu-memory: create_with");
             let read = self.client.read_blocking(&handle).expect("read");
             check_bytes(SIDE, "create_with", &read, src);
         }
@@ -103,9 +112,9 @@ impl Ours {
             let start = Instant::now();
             for _ in 0..count {
                 let handle = match call {
-                    Upload::CreateWith => create_with(&self.client, src.len() as u64, |bytes| {
-                        bytes.copy_from_slice(src)
-                    }),
+                    Upload::CreateWith => self
+                        .client
+                        .create_with(src.len() as u64, |bytes| bytes.copy_from_slice(src)),
                     Upload::Create => self.client.create(src),
                 }
                 .expect("wgpu-memory: upload");
@@ -171,30 +180,6 @@ pub enum Upload {
     Create,
     /// `create_with(size, |bytes| bytes.copy_from_slice(&src))`.
     CreateWith,
-}
-
-/// What the table says under the `create_with` rows while they run the fallback below.
-///
-/// TODO(api-11): `None` once `create_with` below calls the client's own.
-pub const CREATE_WITH_NOTE: Option<&str> = Some(
-    "ours `create_with` is still a stand-in (a filled host `Vec`, then `create`) until \
-     `Client::create_with` lands (TODO(api-11) in ours.rs)",
-);
-
-/// A handle of `size` bytes filled by `fill`.
-///
-/// TODO(api-11): replace this helper's body (and its call sites' `create_with(&self.client,
-/// ..)`) with `self.client.create_with(size, fill)` once it lands on main. Until then it
-/// fills a host `Vec` and calls `create`, so the `create_with` rows measure `create` plus
-/// one host copy.
-fn create_with(
-    client: &Client,
-    size: u64,
-    fill: impl FnOnce(&mut [u8]),
-) -> Result<Handle, ClientError> {
-    let mut bytes = vec![0u8; usize::try_from(size).expect("size fits usize")];
-    fill(&mut bytes);
-    client.create(&bytes)
 }
 
 struct Dispatches<'a> {
