@@ -450,7 +450,8 @@ impl Client {
     /// # Errors
     /// As [`read`](Self::read).
     pub fn read_blocking(&self, handle: &Handle) -> Result<ReadBytes, ClientError> {
-        pollster::block_on(self.read(handle))
+        let mut parts = self.start_read(&[handle]).wait()?;
+        Ok(parts.pop().unwrap_or_else(ReadBytes::empty))
     }
 
     /// [`read_many`](Self::read_many), blocking the calling thread.
@@ -458,7 +459,7 @@ impl Client {
     /// # Errors
     /// As [`read`](Self::read).
     pub fn read_many_blocking(&self, handles: &[&Handle]) -> Result<Vec<ReadBytes>, ClientError> {
-        pollster::block_on(self.read_many(handles))
+        self.start_read(handles).wait()
     }
 
     /// Failures the device still holds: allocations carry bytes a failed operation left

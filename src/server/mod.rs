@@ -20,6 +20,7 @@ mod launch;
 mod lost;
 mod poller;
 mod read_bytes;
+mod read_plan;
 mod readback;
 mod reflection;
 mod transfer;

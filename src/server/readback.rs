@@ -21,10 +21,10 @@ use super::error::ClientError;
 use super::handle::Handle;
 use super::poller::{Deferrer, Expectation, Poller};
 use super::read_bytes::ReadBytes;
+use super::read_plan::{self, Layout, Source};
 use super::{Server, lost_error};
 use crate::memory_management::{Claim, FailureReport};
 use crate::storage::wgpu_storage::error::capture;
-use crate::storage::wgpu_storage::limits::COPY_ALIGNMENT;
 use cubecl_runtime::memory_management::ManagedMemoryHandle;
 use parking_lot::Mutex;
 use std::future::Future;
@@ -241,12 +241,20 @@ impl Server {
     ) -> Result<Option<ReadPlan>, ClientError> {
         self.check_lost("read")?;
         self.check_claims(parts)?;
-        let mut layout = Vec::with_capacity(parts.len());
-        let mut total = 0u64;
-        for &(_, _, len) in parts {
-            layout.push((total, len));
-            total += len.next_multiple_of(COPY_ALIGNMENT);
-        }
+        let resources = parts
+            .iter()
+            .map(|(handle, _, _)| self.resource(handle))
+            .collect::<Result<Vec<_>, ClientError>>()?;
+        let sources: Vec<Source<'_>> = resources
+            .iter()
+            .zip(parts)
+            .map(|(resource, (_, offset, len))| Source {
+                buffer: &resource.buffer,
+                start: resource.offset + offset,
+                len: *len,
+            })
+            .collect();
+        let Layout { runs, parts, total } = read_plan::layout(&sources);
         if total == 0 {
             return Ok(None);
         }
@@ -257,32 +265,26 @@ impl Server {
                 limit,
             });
         }
-        let sources = parts
-            .iter()
-            .map(|(handle, offset, len)| Ok((self.resource(handle)?, *offset, *len)))
-            .collect::<Result<Vec<_>, ClientError>>()?;
         let staging = self.staging.reserve(total)?;
         let target = self
             .staging
             .get_resource(&staging.clone().binding(), None, None)?;
         let encoder = self.pending.encoder(&self.device);
-        for ((source, offset, len), (at, _)) in sources.iter().zip(&layout) {
-            if *len > 0 {
-                encoder.copy_buffer_to_buffer(
-                    &source.buffer,
-                    source.offset + offset,
-                    &target.buffer,
-                    target.offset + at,
-                    len.next_multiple_of(COPY_ALIGNMENT),
-                );
-            }
+        for run in &runs {
+            encoder.copy_buffer_to_buffer(
+                sources[run.source].buffer,
+                run.start,
+                &target.buffer,
+                target.offset + run.at,
+                run.len,
+            );
         }
         self.pending.count_bytes(total);
         Ok(Some(ReadPlan {
             staging,
             buffer: target.buffer,
             range: target.offset..target.offset + total,
-            parts: layout,
+            parts,
         }))
     }
 
@@ -336,6 +338,17 @@ impl ReadFuture {
             device,
             lost,
         }
+    }
+
+    /// Blocks until the read completes. Waits on the device on this thread for the read's
+    /// own submission first (the map callback then usually runs here, with no wake-up
+    /// from another thread), then as any future.
+    pub(crate) fn wait(self) -> Result<Vec<ReadBytes>, ClientError> {
+        if let Ok(Some(map)) = &self.started {
+            let submission = map.submission.clone();
+            self.poll_here(&submission);
+        }
+        pollster::block_on(self)
     }
 
     /// When the poller thread is gone: waits on the device here for the read's own

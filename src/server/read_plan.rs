@@ -1,0 +1,170 @@
+//! Laying out the parts of a read in one staging range with as few copies as possible.
+//!
+//! Parts that lie close together in one page (the slices of many small handles, packed
+//! by the pools) are copied as one run: one `copy_buffer_to_buffer` covers the run from
+//! its first byte to its last, gaps included, and each part is viewed at its own place
+//! in the run. A read of 1000 handles of 4 KiB in eight pages is then eight copies, not
+//! 1000, which is most of such a read's cost on the GPU.
+
+use crate::storage::wgpu_storage::limits::COPY_ALIGNMENT;
+
+/// Parts at most this many bytes apart in one page share a copy (the gap is copied too).
+pub const MAX_COPIED_GAP: u64 = 4096;
+
+/// One part to read: `len` bytes at byte `start` of `buffer`.
+pub(crate) struct Source<'a> {
+    pub(crate) buffer: &'a wgpu::Buffer,
+    pub(crate) start: u64,
+    pub(crate) len: u64,
+}
+
+/// One copy: `len` bytes from `start` of the source buffer to `at` in the staging range.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Run {
+    pub(crate) source: usize,
+    pub(crate) start: u64,
+    pub(crate) len: u64,
+    pub(crate) at: u64,
+}
+
+/// The copies, each part's (offset in the staging range, length), and the range's bytes.
+pub(crate) struct Layout {
+    pub(crate) runs: Vec<Run>,
+    pub(crate) parts: Vec<(u64, u64)>,
+    pub(crate) total: u64,
+}
+
+/// Lays out `sources` (in the read's order) in one staging range. `runs[i].source`
+/// names the part whose buffer the run copies from. Zero-size parts take no bytes and
+/// no copy.
+pub(crate) fn layout(sources: &[Source<'_>]) -> Layout {
+    let mut order: Vec<usize> = (0..sources.len()).filter(|&i| sources[i].len > 0).collect();
+    order.sort_by(|&a, &b| {
+        (sources[a].buffer, sources[a].start).cmp(&(sources[b].buffer, sources[b].start))
+    });
+    let mut runs: Vec<Run> = Vec::new();
+    let mut parts = vec![(0, 0); sources.len()];
+    let mut total = 0u64;
+    for index in order {
+        let source = &sources[index];
+        let end = source.start + source.len.next_multiple_of(COPY_ALIGNMENT);
+        let joins = runs.last().is_some_and(|run| {
+            sources[run.source].buffer == source.buffer
+                && source.start <= run.start + run.len + MAX_COPIED_GAP
+        });
+        if !joins {
+            runs.push(Run {
+                source: index,
+                start: source.start,
+                len: 0,
+                at: total,
+            });
+        }
+        let run = runs.last_mut().expect("pushed above when empty");
+        let grown = end.max(run.start + run.len) - run.start;
+        total += grown - run.len;
+        run.len = grown;
+        parts[index] = (run.at + (source.start - run.start), source.len);
+    }
+    Layout { runs, parts, total }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buffers(count: usize) -> Option<Vec<wgpu::Buffer>> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        let adapter = pollster::block_on(instance.request_adapter(&Default::default())).ok()?;
+        let (device, _) = pollster::block_on(adapter.request_device(&Default::default())).ok()?;
+        Some(
+            (0..count)
+                .map(|_| {
+                    device.create_buffer(&wgpu::BufferDescriptor {
+                        label: None,
+                        size: 1 << 16,
+                        usage: wgpu::BufferUsages::COPY_SRC,
+                        mapped_at_creation: false,
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn close_parts_of_one_page_share_a_copy_and_keep_their_places() {
+        let Some(pages) = buffers(2) else { return };
+        let (a, b) = (&pages[0], &pages[1]);
+        let sources = [
+            Source {
+                buffer: a,
+                start: 512,
+                len: 10,
+            },
+            Source {
+                buffer: b,
+                start: 0,
+                len: 8,
+            },
+            Source {
+                buffer: a,
+                start: 0,
+                len: 256,
+            },
+            Source {
+                buffer: a,
+                start: 20_000,
+                len: 4,
+            },
+            Source {
+                buffer: a,
+                start: 256,
+                len: 0,
+            },
+        ];
+        let layout = layout(&sources);
+        // Page a: [0, 524) in one run, 20_000 in another; page b: one run.
+        assert_eq!(layout.runs.len(), 3);
+        let a_run = layout
+            .runs
+            .iter()
+            .find(|run| run.start == 0 && sources[run.source].buffer == a)
+            .unwrap();
+        assert_eq!(a_run.len, 524);
+        assert_eq!(layout.parts[2], (a_run.at, 256));
+        assert_eq!(layout.parts[0], (a_run.at + 512, 10));
+        assert_eq!(layout.parts[4].1, 0);
+        assert_eq!(layout.total, 524 + 4 + 8);
+        // Every part's bytes lie inside the staging range and inside its run.
+        for (index, &(at, len)) in layout.parts.iter().enumerate() {
+            assert!(at + len <= layout.total, "part {index}");
+        }
+    }
+
+    #[test]
+    fn overlapping_parts_are_copied_once() {
+        let Some(pages) = buffers(1) else { return };
+        let page = &pages[0];
+        let sources = [
+            Source {
+                buffer: page,
+                start: 0,
+                len: 64,
+            },
+            Source {
+                buffer: page,
+                start: 0,
+                len: 64,
+            },
+            Source {
+                buffer: page,
+                start: 32,
+                len: 8,
+            },
+        ];
+        let layout = layout(&sources);
+        assert_eq!(layout.runs.len(), 1);
+        assert_eq!(layout.total, 64);
+        assert_eq!(layout.parts, vec![(0, 64), (0, 64), (32, 8)]);
+    }
+}
