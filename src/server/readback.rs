@@ -404,9 +404,8 @@ impl Future for ReadFuture {
             };
             self.empty_parts = 0;
             // A map can complete on a device destroyed after the copy was submitted, with
-            // bytes nobody can vouch for: let wgpu run the device-lost callback, then
-            // refuse them.
-            self.poll_device(wgpu::PollType::Poll);
+            // bytes nobody can vouch for: the poller wakes readers only after its poll
+            // returned, so a loss that poll found is already recorded here.
             let outcome = map.into_bytes(result);
             if let Err(error) = &outcome {
                 // Our pages are only ever dropped, never destroyed: a destroyed staging
