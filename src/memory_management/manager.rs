@@ -475,8 +475,9 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         &mut self.graph
     }
 
-    /// The failure claiming any byte of `range` (bytes from the slice's start) of the
-    /// allocation behind `binding`. A binding this memory cannot resolve answers `None`.
+    /// Looks up whether `range` (offsets from the slice's start) of `binding`'s slice
+    /// has a failure marked on it, and returns one such failure. `None` for clean bytes
+    /// and for a binding that names no slice here.
     pub fn failure(&self, binding: &ManagedMemoryBinding, range: Range<u64>) -> Option<FailureId> {
         let table = self.table(binding).ok()?;
         table.find(binding).ok()?.taint.failure(&range)
@@ -519,8 +520,9 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         self.graph = graph;
     }
 
-    /// `range` of the allocation behind `binding` was written by work that succeeded: no
-    /// failure claims those bytes any more. Unknown bindings are ignored.
+    /// Clears the failure marks on `range` of `binding`'s slice, after work that
+    /// succeeded wrote those bytes. Marks outside `range` stay. Does nothing for a
+    /// binding that names no slice here.
     pub fn written(&mut self, binding: &ManagedMemoryBinding, range: Range<u64>) {
         self.with_taint(binding, |taint, graph| taint.written(range, graph));
     }
@@ -658,7 +660,8 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         self.memory_report().usage()
     }
 
-    /// Bytes the storage holds from the device right now.
+    /// The size of every page the storage has not yet given back, in bytes (what the
+    /// storage's own `bytes_allocated` reports: a page released but not flushed counts).
     pub fn bytes_allocated(&self) -> u64 {
         self.storage.bytes_allocated()
     }

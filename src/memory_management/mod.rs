@@ -1,4 +1,5 @@
-//! Memory pools and the bookkeeping behind a handle.
+//! The allocator proper: device pages, the pools that carve them, and the record of each
+//! slice a handle names.
 //!
 //! # Contract of this layer
 //!
@@ -15,8 +16,9 @@
 //! - **Never sees** wgpu: it is generic over [`ComputeStorage`](crate::storage::ComputeStorage),
 //!   and its tests and benches run on [`BytesStorage`](crate::storage::BytesStorage).
 //!
-//! The value types a client sees (reports, configuration, the handle itself) are
-//! cubecl-runtime's and are re-exported here unchanged.
+//! Reports, configuration enums and the handle type are defined by cubecl-runtime (the
+//! spec names them); this module passes them through with `pub use` so callers need one
+//! import path.
 #![deny(unsafe_code)]
 
 pub use cubecl_ir::MemoryDeviceProperties;
