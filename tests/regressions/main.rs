@@ -6,6 +6,7 @@
 mod common;
 #[path = "../scenarios/fake.rs"]
 mod fake;
+mod issue_12;
 
 use common::{GIB, KIB, MIB, direct, exclusive, explicit, preset, sliced};
 use cubecl_runtime::memory_management::{
