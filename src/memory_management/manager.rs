@@ -44,6 +44,9 @@ pub struct MemoryManagement<S: ComputeStorage> {
     properties: MemoryDeviceProperties,
     /// [`largest_page`](Self::largest_page), computed once: every reservation checks it.
     largest_page: u64,
+    /// The largest reservation some dynamic pool accepts, at most `largest_page`: what a
+    /// [`ReserveError::BufferTooBig`] of the dynamic pools names. Set with the layout.
+    dynamic_limit: u64,
     dynamic: Vec<DynamicPool>,
     persistent: WholePagePool,
     dedicated: WholePagePool,
@@ -96,13 +99,16 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         };
         let alignment = properties.alignment.max(1);
         let max_page = properties.max_page_size;
+        let largest_page = align_down(max_page, alignment);
+        let dynamic = layout::instantiate(&specs, properties, options.transient);
         Self {
             name: options.name,
             storage,
             properties: properties.clone(),
-            largest_page: align_down(max_page, alignment),
+            largest_page,
+            dynamic_limit: dynamic_limit(&dynamic, largest_page),
             warned_full: vec![false; specs.len()],
-            dynamic: layout::instantiate(&specs, properties, options.transient),
+            dynamic,
             transient: options.transient,
             persistent: WholePagePool::new(
                 PERSISTENT_POOL_POS,
@@ -186,6 +192,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         }
         self.warned_full = vec![false; specs.len()];
         self.dynamic = layout::instantiate(&specs, &self.properties, self.transient);
+        self.dynamic_limit = dynamic_limit(&self.dynamic, self.largest_page);
         Ok(())
     }
 
@@ -289,11 +296,15 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// pool that can grow does (a capped full pool spills to the next accepting one).
     fn reserve_dynamic(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
         let now = self.reservations;
-        let largest = self.largest_page();
-        if align_up(size.max(1), self.properties.alignment.max(1)) > largest {
+        // Over what the layout takes (field failure: a layout of 1 MiB pages named the
+        // device's 128 MiB page as the limit), or over the largest page once aligned.
+        let limit = self.dynamic_limit;
+        if size > limit
+            || align_up(size.max(1), self.properties.alignment.max(1)) > self.largest_page
+        {
             return Err(ReserveError::BufferTooBig {
                 requested: size,
-                limit: largest,
+                limit,
             });
         }
         // Room already held in any accepting pool comes before a new page anywhere
@@ -335,19 +346,6 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         }
         if let Some(spilled) = spilled {
             return Err(spilled);
-        }
-        let limit = self
-            .dynamic
-            .iter()
-            .map(DynamicPool::max_accepted)
-            .max()
-            .unwrap_or(0)
-            .min(self.properties.max_page_size);
-        if size > limit {
-            return Err(ReserveError::BufferTooBig {
-                requested: size,
-                limit,
-            });
         }
         // Under the largest accepted size, yet refused: the accepted sizes have a gap.
         Err(ReserveError::NoPoolAccepts {
@@ -665,6 +663,16 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     pub fn bytes_allocated(&self) -> u64 {
         self.storage.bytes_allocated()
     }
+}
+
+/// The largest reservation some pool of `dynamic` accepts, at most `largest_page` bytes.
+fn dynamic_limit(dynamic: &[DynamicPool], largest_page: u64) -> u64 {
+    dynamic
+        .iter()
+        .map(DynamicPool::max_accepted)
+        .max()
+        .unwrap_or(0)
+        .min(largest_page)
 }
 
 fn explicit_specs(pools: Vec<MemoryPoolOptions>) -> Vec<PoolSpec> {

@@ -1,9 +1,9 @@
 //! Issue 12's field failures, each as the scenario that showed it. Every test here
 //! failed before its fix.
 
-use crate::common::{KIB, MIB, exclusive, explicit, preset};
+use crate::common::{KIB, MIB, exclusive, explicit, preset, sliced};
 use crate::fake::FakeStorage;
-use wgpu_memory::memory_management::{MemoryConfiguration, MemoryManagement};
+use wgpu_memory::memory_management::{MemoryConfiguration, MemoryManagement, ReserveError};
 
 /// Runs `pass` `passes` times on `memory` and returns the pages made during each pass.
 fn pages_per_pass(
@@ -69,4 +69,34 @@ fn exclusive_pages_preset_makes_no_page_after_warm_up() {
         made[2..].iter().all(|&n| n == 0),
         "pages made per pass: {made:?}"
     );
+}
+
+/// Field failure 4: with a layout of 1 MiB pages whose slices are at most 64 KiB, a
+/// reservation over what the layout accepts named the device's 128 MiB page as the
+/// limit. It names the layout's own limit: a near-page size of 1 MiB.
+#[test]
+fn buffer_too_big_names_the_layouts_limit() {
+    let mut memory = explicit(
+        FakeStorage::unbounded(),
+        128 * MIB,
+        32,
+        vec![sliced(MIB, 64 * KIB, None)],
+    );
+    let error = memory.reserve(411_041_792).unwrap_err();
+    let text = error.to_string();
+    match error {
+        ReserveError::BufferTooBig { requested, limit } => {
+            assert_eq!((requested, limit), (411_041_792, MIB), "{text}");
+        }
+        other => panic!("expected BufferTooBig, got {other:?}"),
+    }
+    assert!(
+        text.contains("1.00 MiB") && !text.contains("128.00 MiB"),
+        "{text}"
+    );
+    // Under the device's page but over the layout's: the same error.
+    assert!(matches!(
+        memory.reserve(2 * MIB),
+        Err(ReserveError::BufferTooBig { limit, .. }) if limit == MIB
+    ));
 }
