@@ -7,6 +7,7 @@ use super::error_graph::{Claim, ErrorGraph, FailureId};
 use super::install_error::InstallMemoryPoolsError;
 use super::layout::{self, MAX_POOLS, PoolSpec};
 use super::options::MemoryManagementOptions;
+use super::pending::{NothingPending, PendingRelease};
 use super::pool::slices::{SliceTable, not_found};
 use super::pool::whole_page::{Release, Reuse, WholePagePool};
 use super::pool::{DynamicPool, GrowError, align_down, align_up};
@@ -253,22 +254,61 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// placement that looks at every free block of the request's size class. Errors
     /// sweep everything.
     pub fn reserve(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
+        self.reserve_with(size, &mut NothingPending)
+    }
+
+    /// [`reserve`](Self::reserve), for an owner that may hold bytes pending release: when
+    /// the reservation is out of room even after the cleanup, it waits for them through
+    /// `pending` and tries once more (the steps are on [`PendingRelease`]).
+    ///
+    /// # Errors
+    /// As [`reserve`](Self::reserve); [`ReserveError::OutOfMemory`] states the bytes
+    /// `pending` still reported as pending release when the reservation gave up.
+    ///
+    /// # Complexity
+    /// As [`reserve`](Self::reserve); `pending` is consulted only on the out-of-room path.
+    pub fn reserve_with(
+        &mut self,
+        size: u64,
+        pending: &mut impl PendingRelease,
+    ) -> Result<ManagedMemoryHandle, ReserveError> {
         self.reservations += 1;
         self.cleanup(Cleanup::Periodic);
         match self.reserve_routed(size) {
-            // A full cap is retried too: the bounded sweeps may not have seen every
-            // dropped handle of a large pool yet, and the cleanup sweeps them all.
-            Err(
-                error @ (ReserveError::OutOfMemory { .. }
-                | ReserveError::PoolCapacityExceeded { .. }),
-            ) => {
-                tracing::debug!(memory = %self.name, size, %error, "out of room: cleaning up and retrying");
-                self.cleanup(Cleanup::Explicit);
-                self.reserve_routed(size)
-                    .map_err(|error| self.explain(error))
+            Err(error) if error.is_out_of_room() => {
+                self.reserve_after_cleanup(size, error, pending)
             }
             result => result,
         }
+    }
+
+    /// The out-of-room path: an explicit cleanup (it also sweeps every dropped handle the
+    /// bounded sweeps have not seen yet) and a retry; then, if the owner has bytes pending
+    /// release, a wait for them, another cleanup and a last retry.
+    #[cold]
+    fn reserve_after_cleanup(
+        &mut self,
+        size: u64,
+        error: ReserveError,
+        pending: &mut impl PendingRelease,
+    ) -> Result<ManagedMemoryHandle, ReserveError> {
+        tracing::debug!(memory = %self.name, size, %error, "out of room: cleaning up and retrying");
+        self.cleanup(Cleanup::Explicit);
+        let mut result = self.reserve_routed(size);
+        if matches!(&result, Err(error) if error.is_out_of_room())
+            && pending.bytes_pending_release() > 0
+        {
+            tracing::debug!(
+                memory = %self.name,
+                size,
+                pending = pending.bytes_pending_release(),
+                "still out of room: waiting for the bytes pending release"
+            );
+            pending.release_pending();
+            self.cleanup(Cleanup::Explicit);
+            result = self.reserve_routed(size);
+        }
+        result.map_err(|error| self.explain(error, pending.bytes_pending_release()))
     }
 
     fn reserve_routed(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
@@ -387,8 +427,9 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         }
     }
 
-    /// Restates an out-of-memory error with the whole memory's numbers.
-    fn explain(&self, error: ReserveError) -> ReserveError {
+    /// Restates an out-of-memory error with the whole memory's numbers and the bytes its
+    /// owner still reports as pending release.
+    fn explain(&self, error: ReserveError, bytes_pending_release: u64) -> ReserveError {
         match error {
             ReserveError::OutOfMemory {
                 requested,
@@ -403,6 +444,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                     bytes_reserved: usage.bytes_reserved,
                     largest_free_slice: self.largest_free_slice(),
                     cap,
+                    bytes_pending_release,
                     source,
                 }
             }
@@ -705,6 +747,7 @@ fn grow_error(error: GrowError, requested: u64, pool: u8, cap: Option<u64>) -> R
             bytes_reserved: 0,
             largest_free_slice: 0,
             cap,
+            bytes_pending_release: 0,
             source,
         },
         GrowError::Storage(source) => ReserveError::Storage { requested, source },

@@ -33,6 +33,7 @@ mod install_error;
 mod layout;
 mod manager;
 mod options;
+mod pending;
 mod placement;
 mod pool;
 mod pools_config;
@@ -41,11 +42,12 @@ mod usage;
 
 pub use config::{MemoryPoolOptions, PoolType};
 pub use config_error::PoolConfigError;
-pub use error::{ReserveError, fragmentation};
+pub use error::{ReserveError, fragmentation, io_error_text};
 pub use error_graph::{Claim, ErrorGraph, FailureId, FailureReport, MAX_SKIPPED, Skipped};
 pub use install_error::InstallMemoryPoolsError;
 pub use manager::{Cleanup, MemoryManagement};
 pub use options::MemoryManagementOptions;
+pub use pending::{NothingPending, PendingRelease};
 pub use pools_config::{
     MemoryConfig, MemoryPoolConfig, MemoryPoolsConfig, MemoryPoolsPreset, MemorySize, PoolLayout,
     load_memory_config, load_memory_config_from, parse_memory_config,

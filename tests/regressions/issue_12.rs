@@ -1,9 +1,11 @@
 //! Issue 12's field failures, each as the scenario that showed it. Every test here
 //! failed before its fix.
 
-use crate::common::{KIB, MIB, exclusive, explicit, preset, sliced};
+use crate::common::{GIB, KIB, MIB, exclusive, explicit, preset, sliced};
 use crate::fake::FakeStorage;
-use wgpu_memory::memory_management::{MemoryConfiguration, MemoryManagement, ReserveError};
+use wgpu_memory::memory_management::{
+    MemoryConfiguration, MemoryManagement, PendingRelease, ReserveError,
+};
 
 /// Runs `pass` `passes` times on `memory` and returns the pages made during each pass.
 fn pages_per_pass(
@@ -99,4 +101,103 @@ fn buffer_too_big_names_the_layouts_limit() {
         memory.reserve(2 * MIB),
         Err(ReserveError::BufferTooBig { limit, .. }) if limit == MIB
     ));
+}
+
+/// What a server holds for the memory until submitted work completes: handles kept
+/// alive for a fence. `release_pending` drops them if `releases` (a fence that passes),
+/// and keeps them otherwise (work that never completes).
+struct HeldForFence {
+    held: Vec<wgpu_memory::memory_management::ManagedMemoryHandle>,
+    bytes: u64,
+    releases: bool,
+    waits: usize,
+}
+
+impl PendingRelease for HeldForFence {
+    fn bytes_pending_release(&self) -> u64 {
+        self.bytes
+    }
+
+    fn release_pending(&mut self) {
+        self.waits += 1;
+        if self.releases {
+            self.held.clear();
+            self.bytes = 0;
+        }
+    }
+}
+
+/// Field failure 3, the memory's part: 80 MiB of a 100 MiB device wait on the queue
+/// (the owner holds their handles until a fence). A 60 MiB reservation waits for them
+/// through the owner and then succeeds; the plain `reserve`, which knows of nothing
+/// pending, fails.
+#[test]
+fn out_of_memory_waits_for_bytes_pending_release() {
+    let mut memory = preset(
+        FakeStorage::new(100 * MIB),
+        GIB,
+        256,
+        MemoryConfiguration::default(),
+    );
+    let held = memory.reserve(80 * MIB).unwrap();
+    let mut pending = HeldForFence {
+        held: vec![held],
+        bytes: 80 * MIB,
+        releases: true,
+        waits: 0,
+    };
+    let plain = memory.reserve(60 * MIB).unwrap_err();
+    assert!(
+        matches!(
+            plain,
+            ReserveError::OutOfMemory {
+                bytes_pending_release: 0,
+                ..
+            }
+        ),
+        "{plain:?}"
+    );
+    // cubecl-runtime's storage error ends with "No backtrace available": not ours.
+    assert!(!plain.to_string().contains("backtrace"), "{plain}");
+    let handle = memory.reserve_with(60 * MIB, &mut pending).unwrap();
+    assert_eq!(pending.waits, 1);
+    assert_eq!(memory.memory_usage().bytes_in_use, 60 * MIB);
+    drop(handle);
+    // Room at once: the owner is not asked to wait.
+    let _again = memory.reserve_with(60 * MIB, &mut pending).unwrap();
+    assert_eq!(pending.waits, 1);
+}
+
+/// Field failure 3: when what is pending is not released, the error names it (a repro
+/// said "0 B reserved" while 80 MiB waited), and its text carries no backtrace line.
+#[test]
+fn out_of_memory_names_bytes_still_pending_release() {
+    let mut memory = preset(
+        FakeStorage::new(100 * MIB),
+        GIB,
+        256,
+        MemoryConfiguration::default(),
+    );
+    let held = memory.reserve(80 * MIB).unwrap();
+    let mut pending = HeldForFence {
+        held: vec![held],
+        bytes: 80 * MIB,
+        releases: false,
+        waits: 0,
+    };
+    let error = memory.reserve_with(60 * MIB, &mut pending).unwrap_err();
+    let text = error.to_string();
+    match error {
+        ReserveError::OutOfMemory {
+            requested,
+            bytes_pending_release,
+            ..
+        } => assert_eq!((requested, bytes_pending_release), (60 * MIB, 80 * MIB)),
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    assert_eq!(pending.waits, 1);
+    assert!(text.contains("80.00 MiB still pending release"), "{text}");
+    assert!(!text.contains("backtrace"), "{text}");
+    assert!(!text.contains('\n'), "one line: {text}");
+    drop(pending.held);
 }
