@@ -252,6 +252,38 @@ fn slice_larger_than_page() {
     );
 }
 
+/// Issue 12, item 7: a page over the device's largest page (128 MiB here) installed
+/// fine and every reservation of the pool then failed, naming neither the limit nor the
+/// entry. Refused at resolve, naming the entry, the field and the device's limit; a page
+/// of exactly the limit is accepted.
+#[test]
+fn page_over_device_limit() {
+    let error = resolve_error(
+        "[[memory.pools]]\ntype = \"exclusive\"\nmax_alloc_size = 1024\n\
+         [[memory.pools]]\ntype = \"sliced\"\npage_size = \"1 TiB\"\n",
+    );
+    assert_eq!(
+        error,
+        PoolConfigError::PageOverDeviceLimit {
+            entry: 1,
+            field: "page_size",
+            page_size: 1 << 40,
+            limit: 128 * MIB
+        }
+    );
+    assert_message(
+        &error,
+        &[
+            "entry 1",
+            "page_size",
+            "1.00 TiB",
+            "128.00 MiB",
+            "134217728",
+        ],
+    );
+    assert!(resolve("[[memory.pools]]\ntype = \"sliced\"\npage_size = \"128 MiB\"\n").is_ok());
+}
+
 #[test]
 fn cap_smaller_than_page() {
     let error = resolve_error(

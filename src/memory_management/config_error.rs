@@ -71,6 +71,31 @@ pub enum PoolConfigError {
         max_slice_size: u64,
     },
 
+    /// A sliced entry's `page_size` (rounded up to the device alignment) is larger than
+    /// the largest page the device can make: `limit` is the device's
+    /// [`MemoryDeviceProperties::max_page_size`](super::MemoryDeviceProperties), on wgpu
+    /// the smaller of the adapter's `max_buffer_size` and
+    /// `max_storage_buffer_binding_size`. Every reservation of such a pool would fail
+    /// when its page is made.
+    ///
+    /// Retrying does not help: lower `page_size` to at most `limit` bytes.
+    #[error(
+        "memory.pools entry {entry}: `{field}` {} is larger than the largest page this \
+         device can make ({}, its max_page_size); lower `{field}` to at most {limit} bytes",
+        show(*.page_size),
+        show(*.limit)
+    )]
+    PageOverDeviceLimit {
+        /// Position of the entry in the pools list (0-based).
+        entry: usize,
+        /// The field holding the page size (`page_size`).
+        field: &'static str,
+        /// The page size after rounding up to the alignment, in bytes.
+        page_size: u64,
+        /// The device's largest page, in bytes.
+        limit: u64,
+    },
+
     /// A sliced entry's `max_pool_size` is smaller than one (aligned) page, so the pool
     /// could never hold a page.
     ///

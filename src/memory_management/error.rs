@@ -70,16 +70,20 @@ pub enum ReserveError {
         /// The pool's largest free slice, in bytes: the biggest reservation it could take.
         largest_free_slice: u64,
     },
-    /// The device refused a new page even after every free page was given back. Retrying
+    /// The device refused a new page even after every free page was given back and, when
+    /// the owner reported bytes pending release (see
+    /// [`PendingRelease`](super::PendingRelease)), after those were waited for. Retrying
     /// after live handles are dropped can help.
     #[error(
-        "out of device memory reserving {} ({requested} bytes): {} in use, {} reserved, largest free slice {} (fragmentation {:.1} %){}; the device said: {source}",
+        "out of device memory reserving {} ({requested} bytes): {} in use, {} reserved, largest free slice {} (fragmentation {:.1} %){}, {} still pending release; the device said: {}",
         format_bytes(*requested),
         format_bytes(*bytes_in_use),
         format_bytes(*bytes_reserved),
         format_bytes(*largest_free_slice),
         fragmentation(*bytes_reserved, *bytes_in_use, *largest_free_slice) * 100.0,
-        cap.map(|cap| format!(", pool cap {}", format_bytes(cap))).unwrap_or_default()
+        cap.map(|cap| format!(", pool cap {}", format_bytes(cap))).unwrap_or_default(),
+        format_bytes(*bytes_pending_release),
+        io_error_text(source)
     )]
     OutOfMemory {
         /// Bytes asked for.
@@ -95,6 +99,14 @@ pub enum ReserveError {
         /// and the reservation spilled to it from a full capped pool, the cap of that
         /// pool. `None` when no cap applies.
         cap: Option<u64>,
+        /// Bytes the memory's owner still reported as pending release when the
+        /// reservation gave up ([`PendingRelease::bytes_pending_release`], after
+        /// [`PendingRelease::release_pending`] ran): pages or slices whose release waits
+        /// on work the device has not finished. 0 when the owner reports none.
+        ///
+        /// [`PendingRelease::bytes_pending_release`]: super::PendingRelease::bytes_pending_release
+        /// [`PendingRelease::release_pending`]: super::PendingRelease::release_pending
+        bytes_pending_release: u64,
         /// The storage's error.
         source: IoError,
     },
@@ -112,7 +124,10 @@ pub enum ReserveError {
         limit: u64,
     },
     /// Any other storage failure (a lost device, a validation error from the driver).
-    #[error("the storage failed while reserving {requested} bytes: {source}")]
+    #[error(
+        "the storage failed while reserving {requested} bytes: {}",
+        io_error_text(source)
+    )]
     Storage {
         /// Bytes asked for.
         requested: u64,
@@ -129,6 +144,50 @@ pub fn fragmentation(bytes_reserved: u64, bytes_in_use: u64, largest_free_slice:
         return 0.0;
     }
     1.0 - largest_free_slice.min(free) as f64 / free as f64
+}
+
+/// The message of a storage error on one line, without the backtrace.
+///
+/// cubecl-runtime's `IoError` ends its text with its backtrace, which prints as the
+/// line "No backtrace available" unless one was captured; a user's message has no use
+/// for either. The wording is ours, the numbers and reasons are the error's.
+pub fn io_error_text(error: &IoError) -> String {
+    match error {
+        IoError::BufferTooBig { size, .. } => {
+            format!("a buffer of {size} bytes is over the device's limit")
+        }
+        IoError::OutOfMemory { size, .. } => {
+            format!("out of device memory allocating {size} bytes")
+        }
+        IoError::PageUpdateForbidden { size, .. } => format!(
+            "no room for {size} bytes in the pages held, and adding a page is not allowed now"
+        ),
+        IoError::PageSizesExhausted { size, .. } => {
+            format!("no page size is left for {size} bytes")
+        }
+        IoError::UnsupportedStrides { .. } => "strides not supported here".to_string(),
+        IoError::NotFound { reason, .. } => format!("no such allocation: {reason}"),
+        IoError::StorageHandleNotFound { reason, .. } => {
+            format!("the storage has no such page: {reason}")
+        }
+        IoError::StorageMappingFailed { size, source, .. } => format!(
+            "a deferred allocation of {size} bytes got no device memory: {}",
+            io_error_text(source)
+        ),
+        IoError::Unknown { description, .. } => description.clone(),
+        IoError::UnsupportedIoOperation { .. } => "operation not supported".to_string(),
+        other => without_backtrace(&other.to_string()),
+    }
+}
+
+/// `text` without a trailing backtrace line ("No backtrace available") or block.
+fn without_backtrace(text: &str) -> String {
+    let cut = ["\nNo backtrace available", "\nBacktrace:"]
+        .iter()
+        .filter_map(|marker| text.find(marker))
+        .min()
+        .unwrap_or(text.len());
+    text[..cut].to_string()
 }
 
 /// Inclusive byte ranges for a message: `0 B to 64.00 KiB (0 to 65536 bytes), …`.
@@ -153,6 +212,16 @@ impl ReserveError {
     /// Whether the storage ran out of memory (so giving back free pages may help).
     pub(crate) fn is_out_of_memory(&self) -> bool {
         matches!(self, ReserveError::OutOfMemory { .. })
+    }
+
+    /// Whether the reservation failed for room (the device or a pool cap): a cleanup, or
+    /// bytes pending release, may make room. A full cap counts: the bounded sweeps may
+    /// not have seen every dropped handle of a large pool yet.
+    pub(crate) fn is_out_of_room(&self) -> bool {
+        matches!(
+            self,
+            ReserveError::OutOfMemory { .. } | ReserveError::PoolCapacityExceeded { .. }
+        )
     }
 
     /// The bytes asked for.
@@ -185,5 +254,47 @@ impl From<ReserveError> for IoError {
                 backtrace: Default::default(),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every storage error prints on one line with its numbers and reason, and without
+    /// the backtrace line cubecl-runtime's own text ends with.
+    #[test]
+    fn storage_errors_print_one_line_without_a_backtrace() {
+        let errors = [
+            IoError::OutOfMemory {
+                size: 4096,
+                backtrace: Default::default(),
+            },
+            IoError::BufferTooBig {
+                size: 4096,
+                backtrace: Default::default(),
+            },
+            IoError::NotFound {
+                reason: "gone".into(),
+                backtrace: Default::default(),
+            },
+            IoError::Unknown {
+                description: "wgpu said no".into(),
+                backtrace: Default::default(),
+            },
+        ];
+        for error in &errors {
+            assert!(error.to_string().contains("No backtrace available"));
+            let text = io_error_text(error);
+            assert!(!text.contains('\n') && !text.contains("acktrace"), "{text}");
+            assert!(
+                text.contains("4096") || text.contains("gone") || text.contains("wgpu said no"),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            without_backtrace("the device is lost\nNo backtrace available"),
+            "the device is lost"
+        );
     }
 }

@@ -1,6 +1,8 @@
-//! [`ErrorGraph`]: every failure the device still holds, and what carries it.
+//! [`ErrorGraph`]: the failures that still mark some allocation's bytes, with a count of
+//! the allocations marked by each.
 //!
-//! The model: a failure belongs to the bytes the failed work left unwritten. Allocations
+//! The model: when work fails, the bytes it was meant to write are marked with that
+//! failure, since nothing valid was written there. Allocations
 //! are the nodes of the dataflow, launches its edges. A failure claims byte ranges of
 //! allocations ([`Taint`](super::Taint)); a launch that would read claimed bytes is
 //! skipped and its outputs take the same failure (a [`Skipped`] record); a write of the
@@ -22,8 +24,9 @@ use std::num::NonZeroU64;
 /// The newest [`Skipped`] records kept per failure; older ones are counted, not kept.
 pub const MAX_SKIPPED: usize = 16;
 
-/// The id a tainted allocation carries, naming the failure that left its bytes
-/// unwritten. Minted from 1 upwards, never reused (64 bits: a program cannot exhaust it).
+/// Names one failure: the value a [`Taint`](super::Taint) stores next to each byte range
+/// it marks. Counted up from 1 and never handed out twice (a 64-bit counter outlives any
+/// program).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FailureId(NonZeroU64);
 
@@ -40,9 +43,9 @@ impl core::fmt::Display for FailureId {
     }
 }
 
-/// One launch a failure stopped: the kernel that did not run, the buffer whose claim
-/// stopped it, and what it would have produced (now carrying the same failure). Holds
-/// ids only, never memory.
+/// A record that a kernel was not launched because of a failure: its name, the input
+/// whose marked bytes blocked it, and the outputs it would have written (those outputs
+/// now carry the same failure). Only ids are stored, so a record keeps no memory alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
     /// The kernel's name.
@@ -53,12 +56,12 @@ pub struct Skipped {
     pub produced: Vec<ManagedMemoryId>,
 }
 
-/// Why the bytes of one buffer cannot be trusted, as a read finds it.
+/// What a read learns about a buffer whose contents it must not return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Claim {
-    /// A failure claims bytes of this allocation.
+    /// Some bytes of this allocation are marked with a failure.
     Failed(FailureId, ManagedMemoryId),
-    /// The handle never got a slice (its reservation failed): no bytes can be trusted.
+    /// The handle has no slice (its reservation failed), so it holds no bytes at all.
     Unallocated(ManagedMemoryId),
 }
 
@@ -102,7 +105,7 @@ impl core::fmt::Display for FailureReport {
     }
 }
 
-/// Every failure the device still holds, and how many allocations carry each one.
+/// The live failures of one memory, each with a count of the allocations marked with it.
 #[derive(Debug, Default)]
 pub struct ErrorGraph {
     nodes: BTreeMap<FailureId, Node>,
@@ -239,7 +242,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_lives_while_something_carries_it() {
+    fn failure_is_dropped_with_its_last_carrier() {
         let mut graph = ErrorGraph::default();
         let failure = graph.insert("boom");
         graph.tag(failure);
@@ -251,7 +254,7 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_never_reused() {
+    fn minted_ids_keep_counting_after_a_prune() {
         let mut graph = ErrorGraph::default();
         let first = graph.insert("a");
         graph.prune(first);
@@ -261,7 +264,7 @@ mod tests {
     }
 
     #[test]
-    fn pruning_leaves_a_carried_failure_alone() {
+    fn prune_keeps_a_failure_that_has_a_carrier() {
         let mut graph = ErrorGraph::default();
         let failure = graph.insert("a");
         graph.tag(failure);
@@ -272,7 +275,7 @@ mod tests {
     }
 
     #[test]
-    fn a_report_walks_the_skip_chain_back_to_the_root() {
+    fn report_lists_skipped_kernels_from_the_read_buffer_back() {
         let mut graph = ErrorGraph::default();
         let failure = graph.insert("validation error: binding 3 is missing");
         graph.tag(failure);
@@ -303,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn the_skip_cap_keeps_the_newest_records() {
+    fn skipped_records_past_the_cap_drop_the_oldest() {
         let mut graph = ErrorGraph::default();
         let failure = graph.insert("root");
         graph.tag(failure);

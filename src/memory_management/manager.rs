@@ -7,6 +7,7 @@ use super::error_graph::{Claim, ErrorGraph, FailureId};
 use super::install_error::InstallMemoryPoolsError;
 use super::layout::{self, MAX_POOLS, PoolSpec};
 use super::options::MemoryManagementOptions;
+use super::pending::{NothingPending, PendingRelease};
 use super::pool::slices::{SliceTable, not_found};
 use super::pool::whole_page::{Release, Reuse, WholePagePool};
 use super::pool::{DynamicPool, GrowError, align_down, align_up};
@@ -44,6 +45,9 @@ pub struct MemoryManagement<S: ComputeStorage> {
     properties: MemoryDeviceProperties,
     /// [`largest_page`](Self::largest_page), computed once: every reservation checks it.
     largest_page: u64,
+    /// The largest reservation some dynamic pool accepts, at most `largest_page`: what a
+    /// [`ReserveError::BufferTooBig`] of the dynamic pools names. Set with the layout.
+    dynamic_limit: u64,
     dynamic: Vec<DynamicPool>,
     persistent: WholePagePool,
     dedicated: WholePagePool,
@@ -96,13 +100,16 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         };
         let alignment = properties.alignment.max(1);
         let max_page = properties.max_page_size;
+        let largest_page = align_down(max_page, alignment);
+        let dynamic = layout::instantiate(&specs, properties, options.transient);
         Self {
             name: options.name,
             storage,
             properties: properties.clone(),
-            largest_page: align_down(max_page, alignment),
+            largest_page,
+            dynamic_limit: dynamic_limit(&dynamic, largest_page),
             warned_full: vec![false; specs.len()],
-            dynamic: layout::instantiate(&specs, properties, options.transient),
+            dynamic,
             transient: options.transient,
             persistent: WholePagePool::new(
                 PERSISTENT_POOL_POS,
@@ -186,6 +193,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         }
         self.warned_full = vec![false; specs.len()];
         self.dynamic = layout::instantiate(&specs, &self.properties, self.transient);
+        self.dynamic_limit = dynamic_limit(&self.dynamic, self.largest_page);
         Ok(())
     }
 
@@ -246,22 +254,61 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// placement that looks at every free block of the request's size class. Errors
     /// sweep everything.
     pub fn reserve(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
+        self.reserve_with(size, &mut NothingPending)
+    }
+
+    /// [`reserve`](Self::reserve), for an owner that may hold bytes pending release: when
+    /// the reservation is out of room even after the cleanup, it waits for them through
+    /// `pending` and tries once more (the steps are on [`PendingRelease`]).
+    ///
+    /// # Errors
+    /// As [`reserve`](Self::reserve); [`ReserveError::OutOfMemory`] states the bytes
+    /// `pending` still reported as pending release when the reservation gave up.
+    ///
+    /// # Complexity
+    /// As [`reserve`](Self::reserve); `pending` is consulted only on the out-of-room path.
+    pub fn reserve_with(
+        &mut self,
+        size: u64,
+        pending: &mut impl PendingRelease,
+    ) -> Result<ManagedMemoryHandle, ReserveError> {
         self.reservations += 1;
         self.cleanup(Cleanup::Periodic);
         match self.reserve_routed(size) {
-            // A full cap is retried too: the bounded sweeps may not have seen every
-            // dropped handle of a large pool yet, and the cleanup sweeps them all.
-            Err(
-                error @ (ReserveError::OutOfMemory { .. }
-                | ReserveError::PoolCapacityExceeded { .. }),
-            ) => {
-                tracing::debug!(memory = %self.name, size, %error, "out of room: cleaning up and retrying");
-                self.cleanup(Cleanup::Explicit);
-                self.reserve_routed(size)
-                    .map_err(|error| self.explain(error))
+            Err(error) if error.is_out_of_room() => {
+                self.reserve_after_cleanup(size, error, pending)
             }
             result => result,
         }
+    }
+
+    /// The out-of-room path: an explicit cleanup (it also sweeps every dropped handle the
+    /// bounded sweeps have not seen yet) and a retry; then, if the owner has bytes pending
+    /// release, a wait for them, another cleanup and a last retry.
+    #[cold]
+    fn reserve_after_cleanup(
+        &mut self,
+        size: u64,
+        error: ReserveError,
+        pending: &mut impl PendingRelease,
+    ) -> Result<ManagedMemoryHandle, ReserveError> {
+        tracing::debug!(memory = %self.name, size, %error, "out of room: cleaning up and retrying");
+        self.cleanup(Cleanup::Explicit);
+        let mut result = self.reserve_routed(size);
+        if matches!(&result, Err(error) if error.is_out_of_room())
+            && pending.bytes_pending_release() > 0
+        {
+            tracing::debug!(
+                memory = %self.name,
+                size,
+                pending = pending.bytes_pending_release(),
+                "still out of room: waiting for the bytes pending release"
+            );
+            pending.release_pending();
+            self.cleanup(Cleanup::Explicit);
+            result = self.reserve_routed(size);
+        }
+        result.map_err(|error| self.explain(error, pending.bytes_pending_release()))
     }
 
     fn reserve_routed(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
@@ -289,11 +336,15 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// pool that can grow does (a capped full pool spills to the next accepting one).
     fn reserve_dynamic(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
         let now = self.reservations;
-        let largest = self.largest_page();
-        if align_up(size.max(1), self.properties.alignment.max(1)) > largest {
+        // Over what the layout takes (field failure: a layout of 1 MiB pages named the
+        // device's 128 MiB page as the limit), or over the largest page once aligned.
+        let limit = self.dynamic_limit;
+        if size > limit
+            || align_up(size.max(1), self.properties.alignment.max(1)) > self.largest_page
+        {
             return Err(ReserveError::BufferTooBig {
                 requested: size,
-                limit: largest,
+                limit,
             });
         }
         // Room already held in any accepting pool comes before a new page anywhere
@@ -336,19 +387,6 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         if let Some(spilled) = spilled {
             return Err(spilled);
         }
-        let limit = self
-            .dynamic
-            .iter()
-            .map(DynamicPool::max_accepted)
-            .max()
-            .unwrap_or(0)
-            .min(self.properties.max_page_size);
-        if size > limit {
-            return Err(ReserveError::BufferTooBig {
-                requested: size,
-                limit,
-            });
-        }
         // Under the largest accepted size, yet refused: the accepted sizes have a gap.
         Err(ReserveError::NoPoolAccepts {
             requested: size,
@@ -389,8 +427,9 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         }
     }
 
-    /// Restates an out-of-memory error with the whole memory's numbers.
-    fn explain(&self, error: ReserveError) -> ReserveError {
+    /// Restates an out-of-memory error with the whole memory's numbers and the bytes its
+    /// owner still reports as pending release.
+    fn explain(&self, error: ReserveError, bytes_pending_release: u64) -> ReserveError {
         match error {
             ReserveError::OutOfMemory {
                 requested,
@@ -405,6 +444,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                     bytes_reserved: usage.bytes_reserved,
                     largest_free_slice: self.largest_free_slice(),
                     cap,
+                    bytes_pending_release,
                     source,
                 }
             }
@@ -475,8 +515,9 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         &mut self.graph
     }
 
-    /// The failure claiming any byte of `range` (bytes from the slice's start) of the
-    /// allocation behind `binding`. A binding this memory cannot resolve answers `None`.
+    /// Looks up whether `range` (offsets from the slice's start) of `binding`'s slice
+    /// has a failure marked on it, and returns one such failure. `None` for clean bytes
+    /// and for a binding that names no slice here.
     pub fn failure(&self, binding: &ManagedMemoryBinding, range: Range<u64>) -> Option<FailureId> {
         let table = self.table(binding).ok()?;
         table.find(binding).ok()?.taint.failure(&range)
@@ -519,8 +560,9 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         self.graph = graph;
     }
 
-    /// `range` of the allocation behind `binding` was written by work that succeeded: no
-    /// failure claims those bytes any more. Unknown bindings are ignored.
+    /// Clears the failure marks on `range` of `binding`'s slice, after work that
+    /// succeeded wrote those bytes. Marks outside `range` stay. Does nothing for a
+    /// binding that names no slice here.
     pub fn written(&mut self, binding: &ManagedMemoryBinding, range: Range<u64>) {
         self.with_taint(binding, |taint, graph| taint.written(range, graph));
     }
@@ -658,10 +700,21 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         self.memory_report().usage()
     }
 
-    /// Bytes the storage holds from the device right now.
+    /// The size of every page the storage has not yet given back, in bytes (what the
+    /// storage's own `bytes_allocated` reports: a page released but not flushed counts).
     pub fn bytes_allocated(&self) -> u64 {
         self.storage.bytes_allocated()
     }
+}
+
+/// The largest reservation some pool of `dynamic` accepts, at most `largest_page` bytes.
+fn dynamic_limit(dynamic: &[DynamicPool], largest_page: u64) -> u64 {
+    dynamic
+        .iter()
+        .map(DynamicPool::max_accepted)
+        .max()
+        .unwrap_or(0)
+        .min(largest_page)
 }
 
 fn explicit_specs(pools: Vec<MemoryPoolOptions>) -> Vec<PoolSpec> {
@@ -694,6 +747,7 @@ fn grow_error(error: GrowError, requested: u64, pool: u8, cap: Option<u64>) -> R
             bytes_reserved: 0,
             largest_free_slice: 0,
             cap,
+            bytes_pending_release: 0,
             source,
         },
         GrowError::Storage(source) => ReserveError::Storage { requested, source },

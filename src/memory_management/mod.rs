@@ -1,4 +1,5 @@
-//! Memory pools and the bookkeeping behind a handle.
+//! The allocator proper: device pages, the pools that carve them, and the record of each
+//! slice a handle names.
 //!
 //! # Contract of this layer
 //!
@@ -15,8 +16,9 @@
 //! - **Never sees** wgpu: it is generic over [`ComputeStorage`](crate::storage::ComputeStorage),
 //!   and its tests and benches run on [`BytesStorage`](crate::storage::BytesStorage).
 //!
-//! The value types a client sees (reports, configuration, the handle itself) are
-//! cubecl-runtime's and are re-exported here unchanged.
+//! Reports, configuration enums and the handle type are defined by cubecl-runtime (the
+//! spec names them); this module passes them through with `pub use` so callers need one
+//! import path.
 #![deny(unsafe_code)]
 
 pub use cubecl_ir::MemoryDeviceProperties;
@@ -31,6 +33,7 @@ mod install_error;
 mod layout;
 mod manager;
 mod options;
+mod pending;
 mod placement;
 mod pool;
 mod pools_config;
@@ -39,11 +42,12 @@ mod usage;
 
 pub use config::{MemoryPoolOptions, PoolType};
 pub use config_error::PoolConfigError;
-pub use error::{ReserveError, fragmentation};
+pub use error::{ReserveError, fragmentation, io_error_text};
 pub use error_graph::{Claim, ErrorGraph, FailureId, FailureReport, MAX_SKIPPED, Skipped};
 pub use install_error::InstallMemoryPoolsError;
 pub use manager::{Cleanup, MemoryManagement};
 pub use options::MemoryManagementOptions;
+pub use pending::{NothingPending, PendingRelease};
 pub use pools_config::{
     MemoryConfig, MemoryPoolConfig, MemoryPoolsConfig, MemoryPoolsPreset, MemorySize, PoolLayout,
     load_memory_config, load_memory_config_from, parse_memory_config,

@@ -1,14 +1,15 @@
-//! [`Taint`]: the byte ranges of one allocation that a failure left unwritten.
+//! [`Taint`]: which bytes of one allocation hold no valid data, and which failure says so.
 
 use super::error_graph::{ErrorGraph, FailureId};
 use std::ops::Range;
 
-/// The tainted regions of one allocation: for each failure, sorted disjoint non-empty
-/// byte ranges (offsets in the allocation). Each failure present counts as one carrier in
-/// the [`ErrorGraph`] (one tag per failure per allocation, however many ranges).
+/// Per failure, the byte ranges of one allocation it marks (offsets from the start of
+/// the allocation; sorted, disjoint, never empty). Each failure present counts as one
+/// carrier in the [`ErrorGraph`] (one tag per failure per allocation, however many
+/// ranges).
 ///
-/// Tainting *sets*: bytes take the new failure and leave any other. A clean allocation
-/// holds no heap memory.
+/// Marking overwrites: bytes marked again belong to the newest failure only. A clean
+/// allocation holds no heap memory.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Taint {
     entries: Vec<(FailureId, Vec<Range<u64>>)>,
@@ -88,7 +89,7 @@ impl Taint {
         });
     }
 
-    /// The failure claiming any byte of `range`, if one does.
+    /// A failure marking at least one byte of `range`; `None` when every byte is clean.
     pub fn failure(&self, range: &Range<u64>) -> Option<FailureId> {
         self.entries.iter().find_map(|(id, ranges)| {
             ranges
@@ -121,7 +122,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_partial_write_releases_only_the_bytes_it_covers() {
+    fn write_inside_a_marked_range_clears_just_those_bytes() {
         let mut graph = ErrorGraph::default();
         let failure = graph.insert("boom");
         let mut taint = Taint::default();
@@ -136,7 +137,7 @@ mod tests {
     }
 
     #[test]
-    fn a_new_failure_takes_the_bytes_it_claims() {
+    fn later_failure_replaces_the_earlier_one_on_shared_bytes() {
         let mut graph = ErrorGraph::default();
         let (old, new) = (graph.insert("old"), graph.insert("new"));
         let mut taint = Taint::default();
@@ -148,7 +149,7 @@ mod tests {
     }
 
     #[test]
-    fn retainting_the_same_bytes_counts_once_and_touching_ranges_fuse() {
+    fn marking_twice_counts_one_carrier_and_adjacent_ranges_merge() {
         let mut graph = ErrorGraph::default();
         let failure = graph.insert("a");
         let mut taint = Taint::default();
@@ -162,7 +163,7 @@ mod tests {
     }
 
     #[test]
-    fn disjoint_claims_keep_their_own_failures_and_clear_releases_all() {
+    fn separate_ranges_answer_with_their_own_failure_until_cleared() {
         let mut graph = ErrorGraph::default();
         let (a, b) = (graph.insert("a"), graph.insert("b"));
         let mut taint = Taint::default();
@@ -176,7 +177,7 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_range_claims_nothing() {
+    fn zero_length_range_marks_no_byte() {
         let mut graph = ErrorGraph::default();
         let failure = graph.insert("a");
         let mut taint = Taint::default();

@@ -6,6 +6,7 @@
 mod common;
 #[path = "../scenarios/fake.rs"]
 mod fake;
+mod issue_12;
 
 use common::{GIB, KIB, MIB, direct, exclusive, explicit, preset, sliced};
 use cubecl_runtime::memory_management::{
@@ -293,9 +294,13 @@ fn s9_7_unaligned_exclusive_max_alloc_size() {
     let storage = memory.get_storage(&handle.clone().binding()).unwrap();
     assert_eq!((storage.offset(), storage.size()), (0, 1000));
     assert!(memory.reserve(1).is_ok());
+    // The pool takes what its `max_alloc_size` says, not that rounded up: 1001 bytes is
+    // over the layout's limit, and the error names that limit.
     match memory.reserve(1001) {
-        Ok(_) | Err(ReserveError::BufferTooBig { .. }) => {}
-        Err(other) => panic!("1001 bytes: {other:?}"),
+        Err(ReserveError::BufferTooBig { requested, limit }) => {
+            assert_eq!((requested, limit), (1001, 1000))
+        }
+        other => panic!("1001 bytes: {other:?}"),
     }
     match memory.memory_report().dynamic[0].kind {
         MemoryPoolKind::Exclusive { max_alloc_size } => {

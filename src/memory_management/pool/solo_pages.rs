@@ -93,14 +93,13 @@ impl SoloPages {
         before - self.count
     }
 
-    /// Gives back free pages, longest idle first, until `enough` holds; returns whether
-    /// it gave back any.
+    /// Gives back free pages, longest idle first, until `enough` holds; returns the sizes
+    /// of the pages given back, in bytes.
     pub(crate) fn release_until<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
         enough: impl Fn(&Self) -> bool,
-    ) -> bool {
-        let before = self.count;
+    ) -> Vec<u64> {
         let mut candidates: Vec<(u64, u64, u32)> = self
             .free
             .iter()
@@ -110,13 +109,15 @@ impl SoloPages {
             })
             .collect();
         candidates.sort_unstable();
+        let mut released = Vec::new();
         for (_, bytes, index) in candidates {
             if enough(self) {
                 break;
             }
             self.release(storage, bytes, index);
+            released.push(bytes);
         }
-        self.count < before
+        released
     }
 
     fn release<S: ComputeStorage>(&mut self, storage: &mut S, bytes: u64, index: u32) {

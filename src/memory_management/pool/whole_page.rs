@@ -9,6 +9,7 @@ use super::solo_pages::SoloPages;
 use super::{GrowError, PoolStats, align_up};
 use crate::storage::{ComputeStorage, StorageHandle, StorageUtilization};
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
+use std::collections::VecDeque;
 
 /// Which free page a reservation may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +38,9 @@ pub(crate) enum Release {
     Immediately,
 }
 
+/// Pages given back at growth that are remembered, to notice when their sizes return.
+const RELEASES_REMEMBERED: usize = 64;
+
 /// A pool of one-allocation pages.
 #[derive(Debug)]
 pub(crate) struct WholePagePool {
@@ -47,6 +51,11 @@ pub(crate) struct WholePagePool {
     release: Release,
     pages: SoloPages,
     last_idle_check: u64,
+    /// Pages given back at growth, as (bytes, when), oldest first, at most
+    /// [`RELEASES_REMEMBERED`].
+    released_at_growth: VecDeque<(u64, u64)>,
+    /// Growth gives back no page before this reservation (see [`Self::grow`]).
+    keep_until: u64,
     slices: SliceTable,
     stats: PoolStats,
 }
@@ -68,6 +77,8 @@ impl WholePagePool {
             release,
             pages: SoloPages::default(),
             last_idle_check: 0,
+            released_at_growth: VecDeque::new(),
+            keep_until: 0,
             slices: SliceTable::new(pool),
             stats: PoolStats::default(),
         }
@@ -98,13 +109,19 @@ impl WholePagePool {
 
     fn take_free(&mut self, size: u64) -> Option<ManagedMemoryHandle> {
         let effective = self.effective(size);
-        let largest = match self.reuse {
+        let index = self
+            .pages
+            .take_free(effective, self.largest_reusable(effective))?;
+        Some(self.occupy(index, size))
+    }
+
+    /// The largest free page the reuse rule lets a reservation of `effective` bytes take.
+    fn largest_reusable(&self, effective: u64) -> u64 {
+        match self.reuse {
             Reuse::Similar => effective.saturating_add(effective / 2),
             Reuse::Exact => effective,
             Reuse::AnyLarger => u64::MAX,
-        };
-        let index = self.pages.take_free(effective, largest)?;
-        Some(self.occupy(index, size))
+        }
     }
 
     /// Puts a slice of `size` bytes on page `index`. Its padding is the alignment
@@ -120,7 +137,21 @@ impl WholePagePool {
         self.slices.insert_slice(storage, padding, index, None, 0)
     }
 
-    /// Allocates a page of exactly the aligned size.
+    /// Allocates a page of exactly the aligned size, first giving back free pages as the
+    /// [`Release`] rule says.
+    ///
+    /// Exclusive pages with a period: free pages the request could not use are a bet on
+    /// their sizes coming back. At growth that bet is kept no larger than the pages in
+    /// use, longest idle given back first, so reserved stays under about twice the peak
+    /// in use when sizes drift (field scenario C01). But when a growth makes a page that
+    /// a page given back at growth within the last period would have served, giving it
+    /// back was the wrong bet (a loop over several sizes, each dropped before the next:
+    /// issue 12, field failure 1, re-made every page on every pass). Growth then gives
+    /// back nothing for one period; the periodic cleanup still gives back pages idle
+    /// that long. So such a loop re-makes what the first pass gave back once, and
+    /// nothing after.
+    ///
+    /// Without a period the user asked to keep every free page until an explicit cleanup.
     pub(crate) fn grow<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
@@ -129,21 +160,16 @@ impl WholePagePool {
     ) -> Result<ManagedMemoryHandle, GrowError> {
         let effective = self.effective(size);
         let released = match self.release {
-            Release::Watermark(watermark) => self.release_until(
-                storage,
-                |pages| pages.reserved() + effective <= watermark,
-                now,
-            ),
-            // Exclusive pages with a period: free pages the request could not use are a
-            // bet on sizes coming back. Keep that bet no larger than the pages in use, so
-            // reserved stays under twice the peak in use when sizes drift (field
-            // scenario C01). Without a period the user asked to keep every free page
-            // until an explicit cleanup.
-            Release::AfterIdle(_) if self.reuse != Reuse::Exact => self.release_until(
-                storage,
-                |pages| pages.free_bytes() <= pages.reserved() - pages.free_bytes(),
-                now,
-            ),
+            Release::Watermark(watermark) => !self
+                .release_until(
+                    storage,
+                    |pages| pages.reserved() + effective <= watermark,
+                    now,
+                )
+                .is_empty(),
+            Release::AfterIdle(period) if self.reuse != Reuse::Exact => {
+                self.release_at_growth(storage, effective, period, now)
+            }
             _ => false,
         };
         // Released pages leave the device before the new one is made.
@@ -154,6 +180,44 @@ impl WholePagePool {
         let index = self.pages.add(page, now);
         self.stats.pages_peak = self.stats.pages_peak.max(self.pages.count());
         Ok(self.occupy(index, size))
+    }
+
+    /// The growth-time release of an exclusive pool with a `period` (see
+    /// [`grow`](Self::grow)); returns whether it gave back any page.
+    fn release_at_growth<S: ComputeStorage>(
+        &mut self,
+        storage: &mut S,
+        effective: u64,
+        period: u64,
+        now: u64,
+    ) -> bool {
+        self.released_at_growth
+            .retain(|&(_, at)| now.saturating_sub(at) < period);
+        let largest = self.largest_reusable(effective);
+        if self
+            .released_at_growth
+            .iter()
+            .any(|&(bytes, _)| (effective..=largest).contains(&bytes))
+        {
+            self.released_at_growth.clear();
+            self.keep_until = now.saturating_add(period);
+        }
+        if now < self.keep_until {
+            return false;
+        }
+        let before = self.pages.count();
+        let released = self.release_until(
+            storage,
+            |pages| pages.free_bytes() <= pages.reserved() - pages.free_bytes(),
+            now,
+        );
+        for bytes in released {
+            if self.released_at_growth.len() == RELEASES_REMEMBERED {
+                self.released_at_growth.pop_front();
+            }
+            self.released_at_growth.push_back((bytes, now));
+        }
+        self.pages.count() < before
     }
 
     pub(crate) fn sweep(&mut self, sweep: Sweep, now: u64) {
@@ -192,16 +256,16 @@ impl WholePagePool {
         self.pages.release_where(storage, |_| true);
     }
 
-    /// Releases free pages, longest idle first, until `enough` holds; returns whether it
-    /// released any.
+    /// Releases free pages, longest idle first, until `enough` holds; returns the sizes
+    /// of the pages released, in bytes.
     fn release_until<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
         enough: impl Fn(&SoloPages) -> bool,
         now: u64,
-    ) -> bool {
+    ) -> Vec<u64> {
         if enough(&self.pages) {
-            return false;
+            return Vec::new();
         }
         self.sweep(Sweep::CatchUp, now);
         self.pages.release_until(storage, enough)

@@ -21,13 +21,17 @@ impl MemoryPoolsConfig {
     ///   least one aligned page and at most 65535 of them, kept as written; the period is
     ///   kept although sliced pools ignore it.
     ///
-    /// `properties.max_page_size` is not checked: it is an estimate, and a page too large
-    /// for the device fails when it is allocated.
+    /// A sliced entry's aligned `page_size` must be at most `properties.max_page_size`
+    /// (on wgpu the adapter's buffer and binding limits, a hard limit): a larger page could
+    /// never be made, so every reservation of the pool would fail. Exclusive and direct
+    /// entries are not checked against it: their pages are sized per reservation, and a
+    /// reservation over the device's page is refused with a `BufferTooBig` that names it.
     ///
     /// # Errors
     ///
     /// [`PoolConfigError::EmptyPoolList`], [`PoolConfigError::TooManyPools`],
-    /// [`PoolConfigError::ZeroSize`], [`PoolConfigError::SliceLargerThanPage`],
+    /// [`PoolConfigError::ZeroSize`], [`PoolConfigError::PageOverDeviceLimit`],
+    /// [`PoolConfigError::SliceLargerThanPage`],
     /// [`PoolConfigError::CapSmallerThanPage`], [`PoolConfigError::TooManyPages`],
     /// [`PoolConfigError::BadSize`] (a size that overflows `u64` when rounded up), and on
     /// exclusive-memory-only builds ([`EXCLUSIVE_MEMORY_ONLY`]) the `"adaptive"` preset
@@ -63,11 +67,14 @@ impl MemoryPoolsConfig {
                         limit: MAX_POOLS,
                     });
                 }
-                let alignment = properties.alignment.max(1);
+                let device = DeviceLimits {
+                    alignment: properties.alignment.max(1),
+                    max_page_size: properties.max_page_size,
+                };
                 entries
                     .iter()
                     .enumerate()
-                    .map(|(entry, config)| resolve_entry(entry, config, alignment, exclusive_only))
+                    .map(|(entry, config)| resolve_entry(entry, config, device, exclusive_only))
                     .collect::<Result<Vec<_>, _>>()
                     .map(PoolLayout::Explicit)
             }
@@ -91,13 +98,22 @@ pub(super) fn resolve_preset(
     }
 }
 
+/// What an entry is checked against: the device's alignment and largest page, in bytes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DeviceLimits {
+    /// Offsets and sizes are rounded up to this (at least 1).
+    pub(super) alignment: u64,
+    /// The largest page the device can make.
+    pub(super) max_page_size: u64,
+}
+
 pub(super) fn resolve_entry(
     entry: usize,
     config: &MemoryPoolConfig,
-    alignment: u64,
+    device: DeviceLimits,
     exclusive_only: bool,
 ) -> Result<MemoryPoolOptions, PoolConfigError> {
-    let align = |field: &'static str, bytes: u64| align_up(entry, field, bytes, alignment);
+    let align = |field: &'static str, bytes: u64| align_up(entry, field, bytes, device.alignment);
     match *config {
         MemoryPoolConfig::Exclusive {
             max_alloc_size,
@@ -128,6 +144,14 @@ pub(super) fn resolve_entry(
                 return Err(zero("page_size"));
             }
             let page_size = align("page_size", page_size.0)?;
+            if page_size > device.max_page_size {
+                return Err(PoolConfigError::PageOverDeviceLimit {
+                    entry,
+                    field: "page_size",
+                    page_size,
+                    limit: device.max_page_size,
+                });
+            }
             let max_slice_size = match max_slice_size {
                 Some(MemorySize(0)) => return Err(zero("max_slice_size")),
                 Some(MemorySize(bytes)) => align("max_slice_size", bytes)?,
