@@ -18,6 +18,7 @@ mod handle;
 mod kernel;
 mod launch;
 mod lost;
+mod pending;
 mod poller;
 mod read_bytes;
 mod read_plan;
@@ -121,7 +122,13 @@ impl Server {
     /// A new handle of `size` bytes in the main memory.
     pub(crate) fn empty(&mut self, size: u64) -> Result<Handle, ClientError> {
         self.check_lost("create")?;
-        let memory = self.main.reserve(size)?;
+        let bind_groups = &mut self.bind_groups;
+        let mut idle = pending::IdleStaging {
+            staging: &mut self.staging,
+            upload: &mut self.uploads.memory,
+            bind_groups: &mut || bind_groups.clear(),
+        };
+        let memory = self.main.reserve_with(size, &mut idle)?;
         Ok(Handle {
             memory,
             size,
