@@ -40,8 +40,9 @@ pub fn parse_memory_config(toml_text: &str) -> Result<MemoryConfig, PoolConfigEr
 
 /// Reads the memory configuration of the process, if there is one.
 ///
-/// Reads the file named by the `WGPU_MEMORY_CONFIG` environment variable when it is set,
-/// else `wgpu-memory.toml` in the current directory when that exists.
+/// Reads the file named by the `WGPU_MEMORY_CONFIG` environment variable when it is set
+/// and not empty (an empty value counts as unset), else `wgpu-memory.toml` in the
+/// current directory when that exists.
 ///
 /// # Errors
 ///
@@ -73,7 +74,8 @@ pub(super) fn load_from_sources(
     explicit: Option<OsString>,
     default_file: &Path,
 ) -> Result<Option<MemoryConfig>, PoolConfigError> {
-    if let Some(path) = explicit {
+    // An empty value counts as unset: `WGPU_MEMORY_CONFIG=` is how a shell clears it.
+    if let Some(path) = explicit.filter(|path| !path.is_empty()) {
         return load_memory_config_from(Path::new(&path)).map(Some);
     }
     match std::fs::read_to_string(default_file) {

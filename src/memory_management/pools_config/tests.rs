@@ -75,6 +75,20 @@ fn env_path_that_is_missing_is_an_io_error() {
 }
 
 #[test]
+fn an_empty_env_value_counts_as_unset() {
+    let dir = scratch_dir("env-empty");
+    let default_file = dir.join(DEFAULT_CONFIG_FILE);
+    let _ = std::fs::remove_file(&default_file);
+    assert_eq!(load_from_sources(Some("".into()), &default_file), Ok(None));
+    std::fs::write(&default_file, "[memory]\npools = \"exclusive-pages\"\n")
+        .expect("write default file");
+    assert!(matches!(
+        load_from_sources(Some("".into()), &default_file),
+        Ok(Some(_))
+    ));
+}
+
+#[test]
 fn absent_default_file_gives_none_and_present_one_is_read() {
     let dir = scratch_dir("default");
     let default_file = dir.join(DEFAULT_CONFIG_FILE);
