@@ -3,33 +3,37 @@
 //!
 //! A page of 1000 slices drawn 1000 pixels wide would be a thousand hairlines. Instead the
 //! page is cut into `columns` equal byte ranges; each column takes the fill holding most of
-//! its bytes (a label's series, padding or free), and neighbouring columns of one fill become
-//! one [`PageRun`]. A page never yields more runs than columns, whatever its slice count, and
-//! slices narrower than a column merge into one run per label. [`PageStats`] keeps the exact
-//! numbers (free ranges, largest free range) that the columns round away.
+//! its bytes (a label's series, counting its slices' padding, or free space) and the share of
+//! its bytes that is padding, in quarters; neighbouring columns alike become one [`PageRun`].
+//! A page never yields more runs than columns, whatever its slice count, and slices narrower
+//! than a column merge into one run per label. [`PageStats`] keeps the exact numbers (free
+//! ranges, largest free range) that the columns round away.
 
 use super::snapshot::PageSnapshot;
 use super::top_labels::TopLabels;
 use core::ops::Range;
 
-/// What fills a run of columns.
+/// What fills most bytes of a run of columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RunFill {
-    /// Requested bytes of live slices of one series (index as in [`TopLabels::series`]).
+    /// Live slices of one series (index as in [`TopLabels::series`]), requested bytes and
+    /// padding together.
     Series(usize),
-    /// Padding of live slices.
-    Padding,
     /// Bytes no live slice holds.
     Free,
 }
 
-/// Neighbouring columns of one fill.
+/// Neighbouring columns alike.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageRun {
-    /// The columns, `0 ..= columns`; never empty.
+    /// The columns, within `0 .. columns`; never empty.
     pub columns: Range<u32>,
     /// What holds most bytes of each of them.
     pub fill: RunFill,
+    /// The share of each column's bytes that is padding, in quarters rounded to the nearest
+    /// (0 to 4): a picture draws it as a dark band of that share of the bar's height, so a
+    /// column of padding only is all dark.
+    pub padding_quarters: u8,
 }
 
 /// Exact numbers for one page.
@@ -49,12 +53,23 @@ pub struct PageStats {
     pub largest_free: u64,
 }
 
+/// What fills one segment of a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// Requested bytes of a slice of this series.
+    Data(usize),
+    /// Padding of a slice of this series.
+    Padding(usize),
+    /// Free bytes.
+    Free,
+}
+
 /// One byte range of a page and what fills it; ranges are sorted, disjoint, and cover the page.
 #[derive(Debug, Clone, Copy)]
 struct Segment {
     start: u64,
     end: u64,
-    fill: RunFill,
+    part: Part,
 }
 
 /// The page as sorted, disjoint segments covering `0 .. page.size`. Live slices clipped to
@@ -64,9 +79,9 @@ fn segments(page: &PageSnapshot, labels: &TopLabels) -> Vec<Segment> {
     live.sort_by_key(|slice| slice.offset);
     let mut out = Vec::with_capacity(live.len() * 3 + 1);
     let mut cursor = 0u64;
-    let push = |out: &mut Vec<Segment>, start: u64, end: u64, fill: RunFill| {
+    let push = |out: &mut Vec<Segment>, start: u64, end: u64, part: Part| {
         if end > start {
-            out.push(Segment { start, end, fill });
+            out.push(Segment { start, end, part });
         }
     };
     for slice in live {
@@ -74,31 +89,45 @@ fn segments(page: &PageSnapshot, labels: &TopLabels) -> Vec<Segment> {
         let data_end = start.saturating_add(slice.size).min(page.size);
         let end = data_end.saturating_add(slice.padding).min(page.size);
         if start > cursor {
-            push(&mut out, cursor, start, RunFill::Free);
+            push(&mut out, cursor, start, Part::Free);
         }
-        let series = RunFill::Series(labels.series(slice.label.as_deref()));
-        push(&mut out, start.max(cursor), data_end.max(cursor), series);
+        let series = labels.series(slice.label.as_deref());
+        push(
+            &mut out,
+            start.max(cursor),
+            data_end.max(cursor),
+            Part::Data(series),
+        );
         push(
             &mut out,
             data_end.max(cursor),
             end.max(cursor),
-            RunFill::Padding,
+            Part::Padding(series),
         );
         cursor = cursor.max(end);
     }
-    push(&mut out, cursor, page.size, RunFill::Free);
+    push(&mut out, cursor, page.size, Part::Free);
     out
 }
 
-/// The page cut into `columns` equal byte ranges, runs of neighbouring columns of one fill,
-/// left to right, covering `0 .. columns`.
+/// Padding out of total bytes, in quarters rounded to the nearest.
+fn quarters(padding: u64, total: u64) -> u8 {
+    if total == 0 {
+        return 0;
+    }
+    let q = (u128::from(padding) * 8 / u128::from(total)).div_ceil(2);
+    q.min(4) as u8
+}
+
+/// The page cut into `columns` equal byte ranges, runs of neighbouring columns alike, left
+/// to right, covering `0 .. columns`.
 ///
-/// A column takes the fill with the most bytes in it; ties go to a series before padding
-/// before free, and to the lower series. A page smaller than `columns` bytes gives each byte
-/// several columns. An empty page is one free run; 0 columns give no run.
+/// A column takes the fill with the most bytes in it, a series counting its slices'
+/// padding; ties go to the lower series, then to free. A page smaller than `columns` bytes
+/// gives each byte several columns. An empty page is one free run; 0 columns give no run.
 ///
 /// # Complexity
-/// O(s log s + columns) for s slices.
+/// O(s log s + columns · t) for s slices and t top labels.
 pub fn page_runs(page: &PageSnapshot, labels: &TopLabels, columns: u32) -> Vec<PageRun> {
     if columns == 0 {
         return Vec::new();
@@ -107,21 +136,23 @@ pub fn page_runs(page: &PageSnapshot, labels: &TopLabels, columns: u32) -> Vec<P
         return vec![PageRun {
             columns: 0..columns,
             fill: RunFill::Free,
+            padding_quarters: 0,
         }];
     }
     let segments = segments(page, labels);
     let series = labels.series_count();
-    // Bytes per fill in the current column: series..., padding, free.
-    let mut weights = vec![0u64; series + 2];
-    let slot = |fill: RunFill| match fill {
-        RunFill::Series(index) => index.min(series - 1),
-        RunFill::Padding => series,
-        RunFill::Free => series + 1,
+    // Bytes per fill in the current column: the series (data and padding), then free.
+    let mut weights = vec![0u64; series + 1];
+    let slot = |part: Part| match part {
+        Part::Data(index) | Part::Padding(index) => index.min(series - 1),
+        Part::Free => series,
     };
-    let fill_of = |slot: usize| match slot {
-        s if s < series => RunFill::Series(s),
-        s if s == series => RunFill::Padding,
-        _ => RunFill::Free,
+    let fill_of = |slot: usize| {
+        if slot < series {
+            RunFill::Series(slot)
+        } else {
+            RunFill::Free
+        }
     };
     let bound = |column: u32| -> u64 {
         let byte = u128::from(page.size) * u128::from(column) / u128::from(columns);
@@ -135,13 +166,21 @@ pub fn page_runs(page: &PageSnapshot, labels: &TopLabels, columns: u32) -> Vec<P
         while first < segments.len() && segments[first].end <= lo {
             first += 1;
         }
-        let fill = if hi == lo {
-            segments.get(first).map_or(RunFill::Free, |s| s.fill)
+        let (fill, padding_quarters) = if hi == lo {
+            match segments.get(first).map(|s| s.part) {
+                Some(Part::Data(index)) => (RunFill::Series(index), 0),
+                Some(Part::Padding(index)) => (RunFill::Series(index), 4),
+                _ => (RunFill::Free, 0),
+            }
         } else {
             weights.fill(0);
+            let mut padding = 0;
             for segment in segments[first..].iter().take_while(|s| s.start < hi) {
                 let bytes = segment.end.min(hi) - segment.start.max(lo);
-                weights[slot(segment.fill)] += bytes;
+                weights[slot(segment.part)] += bytes;
+                if let Part::Padding(_) = segment.part {
+                    padding += bytes;
+                }
             }
             let mut best = 0;
             for (slot, &bytes) in weights.iter().enumerate() {
@@ -149,13 +188,16 @@ pub fn page_runs(page: &PageSnapshot, labels: &TopLabels, columns: u32) -> Vec<P
                     best = slot;
                 }
             }
-            fill_of(best)
+            (fill_of(best), quarters(padding, hi - lo))
         };
         match runs.last_mut() {
-            Some(run) if run.fill == fill => run.columns.end = column + 1,
+            Some(run) if run.fill == fill && run.padding_quarters == padding_quarters => {
+                run.columns.end = column + 1
+            }
             _ => runs.push(PageRun {
                 columns: column..column + 1,
                 fill,
+                padding_quarters,
             }),
         }
     }
@@ -177,7 +219,7 @@ impl PageStats {
         // Series indices do not matter here: one label for all.
         let labels = TopLabels::rank([], 0);
         for segment in segments(page, &labels) {
-            if segment.fill == RunFill::Free {
+            if segment.part == Part::Free {
                 let bytes = segment.end - segment.start;
                 stats.bytes_free += bytes;
                 stats.free_ranges += 1;
@@ -218,14 +260,16 @@ mod tests {
         };
         let runs = page_runs(&page, &labels(), 10);
         let expected = [
-            (0..3, RunFill::Series(0)),
-            (3..4, RunFill::Padding),
-            (4..6, RunFill::Free),
-            (6..8, RunFill::Series(1)),
-            (8..10, RunFill::Free),
+            (0..3, RunFill::Series(0), 0),
+            (3..4, RunFill::Series(0), 4),
+            (4..6, RunFill::Free, 0),
+            (6..8, RunFill::Series(1), 0),
+            (8..10, RunFill::Free, 0),
         ];
-        let got: Vec<(Range<u32>, RunFill)> =
-            runs.into_iter().map(|r| (r.columns, r.fill)).collect();
+        let got: Vec<(Range<u32>, RunFill, u8)> = runs
+            .into_iter()
+            .map(|r| (r.columns, r.fill, r.padding_quarters))
+            .collect();
         assert_eq!(got, expected);
         let stats = PageStats::of(&page);
         assert_eq!(stats.bytes_free, 40);
@@ -247,12 +291,37 @@ mod tests {
             slices,
         };
         let runs = page_runs(&page, &labels(), 100);
-        let got: Vec<(Range<u32>, RunFill)> =
-            runs.into_iter().map(|r| (r.columns, r.fill)).collect();
+        let got: Vec<(Range<u32>, RunFill, u8)> = runs
+            .into_iter()
+            .map(|r| (r.columns, r.fill, r.padding_quarters))
+            .collect();
         assert_eq!(
             got,
-            [(0..50, RunFill::Series(0)), (50..100, RunFill::Series(1))]
+            [
+                (0..50, RunFill::Series(0), 0),
+                (50..100, RunFill::Series(1), 0)
+            ]
         );
+        // Small slices mostly padding (24 bytes + 232 padding): the band covers the bar.
+        let tiny = PageSnapshot {
+            id: 1,
+            size: 256 * 1000,
+            slices: (0..1000u64).map(|i| slice(i * 256, 24, 232, "a")).collect(),
+        };
+        let runs = page_runs(&tiny, &labels(), 10);
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].padding_quarters, 4);
+        assert_eq!(runs[0].fill, RunFill::Series(0));
+    }
+
+    #[test]
+    fn padding_share_is_rounded_to_quarters() {
+        assert_eq!(quarters(0, 100), 0);
+        assert_eq!(quarters(12, 100), 0);
+        assert_eq!(quarters(13, 100), 1);
+        assert_eq!(quarters(50, 100), 2);
+        assert_eq!(quarters(100, 100), 4);
+        assert_eq!(quarters(5, 0), 0);
     }
 
     #[test]

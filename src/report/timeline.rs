@@ -17,7 +17,7 @@
 
 use super::history::{EventKind, HistoryEvent};
 use super::snapshot::MemorySnapshot;
-use super::top_labels::{NO_LABEL, TopLabels};
+use super::top_labels::{TopLabels, label_group};
 use std::collections::BTreeMap;
 
 /// The levels at one moment.
@@ -98,10 +98,6 @@ fn deltas(event: &HistoryEvent) -> (i128, i128) {
     }
 }
 
-fn label_key(label: Option<&str>) -> &str {
-    label.unwrap_or(NO_LABEL)
-}
-
 fn clamp(level: i128) -> u64 {
     u64::try_from(level.max(0)).unwrap_or(u64::MAX)
 }
@@ -113,11 +109,12 @@ fn ordered(snapshot: &MemorySnapshot) -> Vec<&HistoryEvent> {
     events
 }
 
-/// Each label's level before the first event, and the bytes reserved then (steps 1 and 2
-/// of the module doc).
+/// Each label group's level before the first event, and the bytes reserved then (steps 1
+/// and 2 of the module doc); labels grouped as [`label_group`] does at `depth`.
 fn initial_levels(
     snapshot: &MemorySnapshot,
     events: &[&HistoryEvent],
+    depth: Option<usize>,
 ) -> (BTreeMap<String, i128>, i128) {
     let mut levels: BTreeMap<String, i128> = BTreeMap::new();
     let mut reserved = 0i128;
@@ -127,7 +124,7 @@ fn initial_levels(
                 reserved += i128::from(page.size);
                 for slice in page.slices.iter().filter(|slice| slice.live) {
                     *levels
-                        .entry(label_key(slice.label.as_deref()).to_string())
+                        .entry(label_group(slice.label.as_deref(), depth).to_string())
                         .or_default() += i128::from(slice.size);
                 }
             }
@@ -138,25 +135,28 @@ fn initial_levels(
         reserved -= pages;
         if in_use != 0 {
             *levels
-                .entry(label_key(event.label.as_deref()).to_string())
+                .entry(label_group(event.label.as_deref(), depth).to_string())
                 .or_default() -= in_use;
         }
     }
     (levels, reserved)
 }
 
-/// Each label's peak bytes in use over the history, the snapshot's live slices included,
-/// unlabelled reservations under [`NO_LABEL`]; sorted by label.
-pub fn label_peaks(snapshot: &MemorySnapshot) -> Vec<(String, u64)> {
+/// Each label group's peak bytes in use over the history, the snapshot's live slices
+/// included, sorted by group. Labels are grouped as [`label_group`] does at `depth`
+/// (`None`: every label its own group; unlabelled reservations under
+/// [`NO_LABEL`](super::NO_LABEL)). A group's peak is the peak of its summed level, not the
+/// sum of its labels' peaks.
+pub fn label_peaks(snapshot: &MemorySnapshot, depth: Option<usize>) -> Vec<(String, u64)> {
     let events = ordered(snapshot);
-    let (mut levels, _) = initial_levels(snapshot, &events);
+    let (mut levels, _) = initial_levels(snapshot, &events, depth);
     let mut peaks: BTreeMap<String, i128> = levels.clone();
     for event in &events {
         let (in_use, _) = deltas(event);
         if in_use == 0 {
             continue;
         }
-        let key = label_key(event.label.as_deref());
+        let key = label_group(event.label.as_deref(), depth);
         if let Some(level) = levels.get_mut(key) {
             *level += in_use;
             if let Some(peak) = peaks.get_mut(key) {
@@ -179,7 +179,7 @@ impl Timeline {
     pub fn from_snapshot(snapshot: &MemorySnapshot, labels: &TopLabels, columns: usize) -> Self {
         let columns = columns.max(1);
         let events = ordered(snapshot);
-        let (initial, initial_reserved) = initial_levels(snapshot, &events);
+        let (initial, initial_reserved) = initial_levels(snapshot, &events, None);
         let mut levels = vec![0i128; labels.series_count()];
         for (label, level) in &initial {
             levels[labels.series(Some(label.as_str()))] += level;
@@ -351,7 +351,7 @@ mod tests {
             ],
             vec![live(0, 100, "a")],
         );
-        let labels = TopLabels::from_snapshot(&snap, 8);
+        let labels = TopLabels::from_snapshot(&snap, 8, None);
         assert_eq!(labels.names(), ["b", "a"]);
         let timeline = Timeline::from_snapshot(&snap, &labels, 1000);
         let levels: Vec<(u64, Vec<u64>, u64)> = timeline
@@ -387,7 +387,7 @@ mod tests {
             ],
             vec![live(0, 200, "old")],
         );
-        let labels = TopLabels::from_snapshot(&snap, 8);
+        let labels = TopLabels::from_snapshot(&snap, 8, None);
         let timeline = Timeline::from_snapshot(&snap, &labels, 10);
         let old = labels.series(Some("old"));
         assert!(timeline.samples.iter().all(|s| s.in_use[old] == 200));
@@ -404,7 +404,7 @@ mod tests {
             history.push(event(step * 10 + 5, EventKind::Free, 1 + step % 7, "x"));
         }
         let snap = snapshot(history, vec![]);
-        let labels = TopLabels::from_snapshot(&snap, 8);
+        let labels = TopLabels::from_snapshot(&snap, 8, None);
         let timeline = Timeline::from_snapshot(&snap, &labels, 50);
         assert!(timeline.samples.len() <= 52, "{}", timeline.samples.len());
         assert_eq!(timeline.series_max(labels.series(Some("x"))), 7);
@@ -423,7 +423,7 @@ mod tests {
             .chain([event(500, EventKind::OutOfMemory, 5, "p")])
             .collect();
         let snap = snapshot(history, vec![]);
-        let labels = TopLabels::from_snapshot(&snap, 8);
+        let labels = TopLabels::from_snapshot(&snap, 8, None);
         let timeline = Timeline::from_snapshot(&snap, &labels, 4);
         let made: Vec<&TimelineMarker> = timeline
             .markers
