@@ -109,14 +109,19 @@ fn stats_line(page: &PageSnapshot) -> String {
 /// Draws the page map of `snapshot` with the series of `labels`; returns the SVG text.
 pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> Result<String, Box<dyn Error>> {
     let entries = legend_entries(snapshot, labels);
+    // Saturating: an absurd page count makes a tall picture, never an overflow.
+    let rows =
+        |count: usize, row: i32| i32::try_from(count).unwrap_or(i32::MAX).saturating_mul(row);
     let mut height = LEGEND_Y + legend_rows(&entries) * legend::ROW + 8;
     for memory in &snapshot.memories {
-        height += MEMORY_ROW;
+        height = height.saturating_add(MEMORY_ROW);
         for pool in &memory.pools {
-            height += POOL_ROW + PAGE_ROW * pool.pages.len() as i32;
+            height = height
+                .saturating_add(POOL_ROW)
+                .saturating_add(rows(pool.pages.len(), PAGE_ROW));
         }
     }
-    height += MARGIN;
+    height = height.saturating_add(MARGIN);
 
     let mut svg = String::new();
     {
@@ -176,7 +181,7 @@ pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> Result<String, B
                 (MARGIN, y + MEMORY_ROW / 2 + 2),
                 style::bold(19.0, &INK),
             ))?;
-            y += MEMORY_ROW;
+            y = y.saturating_add(MEMORY_ROW);
             for pool in &memory.pools {
                 let t = pool.totals();
                 let heading = format!(
@@ -197,11 +202,11 @@ pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> Result<String, B
                     (MARGIN + 12, y + POOL_ROW / 2),
                     style::bold(16.0, &MUTED),
                 ))?;
-                y += POOL_ROW;
+                y = y.saturating_add(POOL_ROW);
                 let largest = pool.pages.iter().map(|p| p.size).max().unwrap_or(0);
                 for page in &pool.pages {
                     draw_page(&root, page, labels, largest, y)?;
-                    y += PAGE_ROW;
+                    y = y.saturating_add(PAGE_ROW);
                 }
             }
         }

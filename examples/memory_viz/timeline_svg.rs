@@ -11,11 +11,11 @@ use wgpu_memory::report::{EventKind, MemorySnapshot, Timeline, TopLabels};
 
 /// Picture size, in pixels.
 const WIDTH: u32 = 1600;
-const HEIGHT: u32 = 760;
+const HEIGHT: u32 = 780;
 /// Width of the legend column on the right, in pixels.
 const LEGEND: u32 = 380;
 /// Height of the title band, in pixels.
-const TITLE: u32 = 64;
+const TITLE: u32 = 84;
 /// One timeline sample per this many columns (about one per pixel of the plot).
 const COLUMNS: usize = 1100;
 
@@ -60,29 +60,30 @@ fn draw_title(
         (20, 20),
         style::bold(22.0, &INK),
     ))?;
-    let peak_at = timeline
-        .samples
-        .iter()
-        .find(|s| s.total_in_use() == timeline.peak_in_use)
-        .map_or(timeline.start_us, |s| s.time_us);
-    let mut subtitle = format!(
-        "peak in use {} at {:.1} ms · peak reserved {} · {} events",
+    let peaks = format!(
+        "peak in use {} at {:.1} ms · peak reserved {}",
         format_bytes(timeline.peak_in_use),
-        peak_at as f64 / 1000.0,
+        timeline.peak_in_use_us as f64 / 1000.0,
         format_bytes(timeline.peak_reserved),
-        snapshot.history.len(),
     );
-    if let Some(depth) = timeline.labels.depth() {
-        subtitle.push_str(&style::grouping(depth));
-    }
+    let mut notes = format!("{} events", snapshot.history.len());
     if snapshot.history_dropped > 0 {
-        subtitle.push_str(&format!(
-            " (the {} older ones were dropped: levels before the first event come from the live slices)",
+        notes.push_str(&format!(
+            " kept, {} older ones dropped: the levels before the first come from the live slices",
             snapshot.history_dropped
         ));
     }
-    let subtitle = style::fit(&subtitle, 16.0, f64::from(WIDTH) - 40.0);
-    area.draw(&Text::new(subtitle, (20, 46), style::text(16.0, &MUTED)))?;
+    if let Some(depth) = timeline.labels.depth() {
+        notes.push_str(&style::grouping(depth));
+    }
+    let width = f64::from(WIDTH) - 40.0;
+    for (line, y) in [(peaks, 46), (notes, 68)] {
+        area.draw(&Text::new(
+            style::fit(&line, 16.0, width),
+            (20, y),
+            style::text(16.0, &MUTED),
+        ))?;
+    }
     Ok(())
 }
 

@@ -1,5 +1,5 @@
 //! Views of the memory: text summaries of reports, and the data behind the pictures of
-//! `examples/memory_viz.rs`. Reads report and snapshot values only, never allocator
+//! `examples/memory_viz/`. Reads report and snapshot values only, never allocator
 //! internals, and draws nothing itself (no plotting library in the library's build).
 //!
 //! - [`MemorySummary`], [`pool_line`]: a report as text.
@@ -8,8 +8,8 @@
 //! - [`MemorySnapshot`]: every page and slice, the history and the report, as JSON;
 //!   [`check`](MemorySnapshot::check) and [`check_report`](MemorySnapshot::check_report)
 //!   verify it.
-//! - [`TopLabels`], [`Timeline`], [`page_runs`], [`PageStats`]: a snapshot reduced to what a
-//!   picture draws, with at most one sample or run per column.
+//! - [`TopLabels`], [`label_group`], [`Timeline`], [`page_runs`], [`PageStats`]: a snapshot
+//!   reduced to what a picture draws, with at most one sample or run per column.
 
 mod history;
 mod label_stack;
@@ -30,4 +30,4 @@ pub use snapshot::{
 pub use snapshot_error::SnapshotCheckError;
 pub use summary::{MemorySummary, pool_line};
 pub use timeline::{MARKED_KINDS, Timeline, TimelineMarker, TimelineSample, label_peaks};
-pub use top_labels::{NO_LABEL, OTHER_LABELS, TopLabels};
+pub use top_labels::{NO_LABEL, OTHER_LABELS, TopLabels, label_group};

@@ -73,6 +73,8 @@ pub struct Timeline {
     pub end_us: u64,
     /// The highest total bytes in use at any event (not only at the samples kept).
     pub peak_in_use: u64,
+    /// When bytes in use first reached `peak_in_use`, in µs.
+    pub peak_in_use_us: u64,
     /// The highest bytes reserved at any event.
     pub peak_reserved: u64,
 }
@@ -205,6 +207,7 @@ impl Timeline {
         };
         let mut samples = vec![sample(start_us, &levels, reserved)];
         let mut peak_in_use = samples[0].total_in_use();
+        let mut peak_in_use_us = start_us;
         let mut peak_reserved = samples[0].reserved;
         // The best (highest total in use) sample of the current column, and its column.
         let mut column_best: Option<(usize, TimelineSample)> = None;
@@ -247,7 +250,10 @@ impl Timeline {
             }
             let now = sample(time_us, &levels, reserved);
             let total = now.total_in_use();
-            peak_in_use = peak_in_use.max(total);
+            if total > peak_in_use {
+                peak_in_use = total;
+                peak_in_use_us = time_us;
+            }
             peak_reserved = peak_reserved.max(now.reserved);
             match &mut column_best {
                 Some((best_column, best)) if *best_column == column => {
@@ -267,7 +273,10 @@ impl Timeline {
             samples.push(best);
         }
         let last = sample(end_us, &levels, reserved);
-        peak_in_use = peak_in_use.max(last.total_in_use());
+        if last.total_in_use() > peak_in_use {
+            peak_in_use = last.total_in_use();
+            peak_in_use_us = end_us;
+        }
         peak_reserved = peak_reserved.max(last.reserved);
         samples.push(last);
 
@@ -278,6 +287,7 @@ impl Timeline {
             start_us,
             end_us,
             peak_in_use,
+            peak_in_use_us,
             peak_reserved,
         }
     }
@@ -371,6 +381,7 @@ mod tests {
             ]
         );
         assert_eq!(timeline.peak_in_use, 400);
+        assert_eq!(timeline.peak_in_use_us, 30);
         assert_eq!(timeline.peak_reserved, 1024);
         assert_eq!(timeline.markers.len(), 1);
         assert_eq!(timeline.markers[0].kind, EventKind::PageMade);
