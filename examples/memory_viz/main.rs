@@ -30,8 +30,7 @@ use wgpu_memory::report::{MemorySnapshot, TopLabels};
 /// The number of labels drawn one by one when `--top` is not given.
 const DEFAULT_TOP: usize = 12;
 
-const USAGE: &str =
-    "usage: memory_viz SNAPSHOT.json --out DIR [--top N]\n       memory_viz --demo OUT.json";
+const USAGE: &str = "usage: memory_viz SNAPSHOT.json --out DIR [--top N] [--depth D|all]\n       memory_viz --demo OUT.json";
 
 /// How labels are grouped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

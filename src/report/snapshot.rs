@@ -15,6 +15,20 @@
 //! Sizes and offsets are bytes (`u64`); times are µs since the client started. A slice's
 //! footprint in its page is `offset .. offset + size + padding`; bytes of a page that no
 //! slice covers are free.
+//!
+//! Filling one, so that [`check`](MemorySnapshot::check),
+//! [`check_report`](MemorySnapshot::check_report) and the pictures agree:
+//!
+//! 1. Take the report and walk the pools under the same lock, so both see one state.
+//! 2. Per page: its id (the one history events use), its size; per live slice: offset,
+//!    requested size, padding (aligned size − requested), id, label, age. Free ranges may
+//!    be listed (`live: false`) or left out.
+//! 3. `size` and `padding` sum to the report's `bytes_in_use` and `bytes_padding`, and page
+//!    sizes to `bytes_reserved`, memory by memory ("main" against the report's pools, every
+//!    other name against the auxiliary memory of that name).
+//! 4. History: a `Reserve` and a `Free` carry the requested bytes and the same label; a
+//!    `PageMade` and a `PageReleased` carry the page size. The events of every memory listed
+//!    go in one ring, oldest first.
 
 use super::history::HistoryEvent;
 use super::snapshot_error::SnapshotCheckError;
