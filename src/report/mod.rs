@@ -1,5 +1,33 @@
-//! Text views of memory reports. Reads report values only, never allocator internals.
+//! Views of the memory: text summaries of reports, and the data behind the pictures of
+//! `examples/memory_viz/`. Reads report and snapshot values only, never allocator
+//! internals, and draws nothing itself (no plotting library in the library's build).
+//!
+//! - [`MemorySummary`], [`pool_line`]: a report as text.
+//! - [`HistoryEvent`], [`HistoryRing`]: a bounded ring of what happened to the memory.
+//! - [`LabelStack`]: nested allocation labels, "outer/inner".
+//! - [`MemorySnapshot`]: every page and slice, the history and the report, as JSON;
+//!   [`check`](MemorySnapshot::check) and [`check_report`](MemorySnapshot::check_report)
+//!   verify it.
+//! - [`TopLabels`], [`label_group`], [`Timeline`], [`page_runs`], [`PageStats`]: a snapshot
+//!   reduced to what a picture draws, with at most one sample or run per column.
 
+mod history;
+mod label_stack;
+mod page_map;
+mod snapshot;
+mod snapshot_error;
 mod summary;
+mod timeline;
+mod top_labels;
 
+pub use history::{EventKind, HistoryEvent, HistoryRing};
+pub use label_stack::LabelStack;
+pub use page_map::{PageRun, PageStats, RunFill, page_runs};
+pub use snapshot::{
+    MAIN_MEMORY, MemorySnapshot, MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
+    SnapshotTotals,
+};
+pub use snapshot_error::SnapshotCheckError;
 pub use summary::{MemorySummary, pool_line};
+pub use timeline::{MARKED_KINDS, Timeline, TimelineMarker, TimelineSample, label_peaks};
+pub use top_labels::{NO_LABEL, OTHER_LABELS, TopLabels, label_group};

@@ -1,0 +1,454 @@
+//! Bytes in use and bytes reserved over time, rebuilt from a snapshot's history: the data
+//! behind a timeline picture, with no drawing in it.
+//!
+//! The ring keeps only the newest events, so the levels are anchored at the end rather than
+//! the start:
+//!
+//! 1. The snapshot's live slices give each label's bytes in use at `taken_us`, and its pages
+//!    the bytes reserved then.
+//! 2. Walking the history forward from 0 gives each label's net change; the level before the
+//!    first event is the anchor minus that change (what older, dropped events left behind).
+//! 3. Walking forward again from those levels gives every level at every event, ending at the
+//!    anchors.
+//!
+//! The history must record the reservations and frees of every memory the snapshot lists;
+//! a memory whose slices have no events shows as a constant level. Levels below zero (a
+//! history that disagrees with the slices) are drawn as zero.
+
+use super::history::{EventKind, HistoryEvent};
+use super::snapshot::MemorySnapshot;
+use super::top_labels::{TopLabels, label_group};
+use std::collections::BTreeMap;
+
+/// The levels at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimelineSample {
+    /// When, in µs since the client started.
+    pub time_us: u64,
+    /// Bytes in use per series (index as in [`TopLabels::series`]), never below 0.
+    pub in_use: Vec<u64>,
+    /// Bytes reserved (all pages), never below 0.
+    pub reserved: u64,
+}
+
+impl TimelineSample {
+    /// Bytes in use, all series together.
+    pub fn total_in_use(&self) -> u64 {
+        self.in_use
+            .iter()
+            .fold(0u64, |sum, &b| sum.saturating_add(b))
+    }
+}
+
+/// A page made or released, a cleanup or an out-of-memory, to mark on a timeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimelineMarker {
+    /// When, in µs since the client started (the first event it stands for).
+    pub time_us: u64,
+    /// [`EventKind::PageMade`], [`EventKind::PageReleased`], [`EventKind::Cleanup`] or
+    /// [`EventKind::OutOfMemory`].
+    pub kind: EventKind,
+    /// The event's bytes (summed over the events it stands for).
+    pub bytes: u64,
+    /// Bytes reserved just after the event, never below 0: where a page marker sits.
+    pub reserved_after: u64,
+    /// How many events of this kind, in one column of the timeline, it stands for (≥ 1).
+    pub count: u32,
+}
+
+/// Bytes in use per label and bytes reserved over time, reduced to at most one sample per
+/// column of the picture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeline {
+    /// The series, as [`TopLabels`] names them.
+    pub labels: TopLabels,
+    /// The samples, in time order: the levels before the first event, then for each column
+    /// the moment of its highest total in use, then the levels at `end_us`.
+    pub samples: Vec<TimelineSample>,
+    /// Markers, in time order, at most one per kind and column.
+    pub markers: Vec<TimelineMarker>,
+    /// The first event's time (or `taken_us` with no history), in µs.
+    pub start_us: u64,
+    /// `taken_us`, or the last event's time if later, in µs; always > `start_us`.
+    pub end_us: u64,
+    /// The highest total bytes in use at any event (not only at the samples kept).
+    pub peak_in_use: u64,
+    /// When bytes in use first reached `peak_in_use`, in µs.
+    pub peak_in_use_us: u64,
+    /// The highest bytes reserved at any event.
+    pub peak_reserved: u64,
+}
+
+/// The kinds a timeline marks.
+pub const MARKED_KINDS: [EventKind; 4] = [
+    EventKind::PageMade,
+    EventKind::PageReleased,
+    EventKind::Cleanup,
+    EventKind::OutOfMemory,
+];
+
+/// The signed change an event makes to bytes in use (`Reserve` +, `Free` −) and to bytes
+/// reserved (`PageMade` +, `PageReleased` −).
+fn deltas(event: &HistoryEvent) -> (i128, i128) {
+    let bytes = i128::from(event.bytes);
+    match event.kind {
+        EventKind::Reserve => (bytes, 0),
+        EventKind::Free => (-bytes, 0),
+        EventKind::PageMade => (0, bytes),
+        EventKind::PageReleased => (0, -bytes),
+        _ => (0, 0),
+    }
+}
+
+fn clamp(level: i128) -> u64 {
+    u64::try_from(level.max(0)).unwrap_or(u64::MAX)
+}
+
+/// The history in time order (stable: events at one time keep their ring order).
+fn ordered(snapshot: &MemorySnapshot) -> Vec<&HistoryEvent> {
+    let mut events: Vec<&HistoryEvent> = snapshot.history.iter().collect();
+    events.sort_by_key(|event| event.time_us);
+    events
+}
+
+/// Each label group's level before the first event, and the bytes reserved then (steps 1
+/// and 2 of the module doc); labels grouped as [`label_group`] does at `depth`.
+fn initial_levels(
+    snapshot: &MemorySnapshot,
+    events: &[&HistoryEvent],
+    depth: Option<usize>,
+) -> (BTreeMap<String, i128>, i128) {
+    let mut levels: BTreeMap<String, i128> = BTreeMap::new();
+    let mut reserved = 0i128;
+    for memory in &snapshot.memories {
+        for pool in &memory.pools {
+            for page in &pool.pages {
+                reserved += i128::from(page.size);
+                for slice in page.slices.iter().filter(|slice| slice.live) {
+                    *levels
+                        .entry(label_group(slice.label.as_deref(), depth).to_string())
+                        .or_default() += i128::from(slice.size);
+                }
+            }
+        }
+    }
+    for event in events {
+        let (in_use, pages) = deltas(event);
+        reserved -= pages;
+        if in_use != 0 {
+            *levels
+                .entry(label_group(event.label.as_deref(), depth).to_string())
+                .or_default() -= in_use;
+        }
+    }
+    (levels, reserved)
+}
+
+/// Each label group's peak bytes in use over the history, the snapshot's live slices
+/// included, sorted by group. Labels are grouped as [`label_group`] does at `depth`
+/// (`None`: every label its own group; unlabelled reservations under
+/// [`NO_LABEL`](super::NO_LABEL)). A group's peak is the peak of its summed level, not the
+/// sum of its labels' peaks.
+pub fn label_peaks(snapshot: &MemorySnapshot, depth: Option<usize>) -> Vec<(String, u64)> {
+    let events = ordered(snapshot);
+    let (mut levels, _) = initial_levels(snapshot, &events, depth);
+    let mut peaks: BTreeMap<String, i128> = levels.clone();
+    for event in &events {
+        let (in_use, _) = deltas(event);
+        if in_use == 0 {
+            continue;
+        }
+        let key = label_group(event.label.as_deref(), depth);
+        if let Some(level) = levels.get_mut(key) {
+            *level += in_use;
+            if let Some(peak) = peaks.get_mut(key) {
+                *peak = (*peak).max(*level);
+            }
+        }
+    }
+    peaks
+        .into_iter()
+        .map(|(label, peak)| (label, clamp(peak)))
+        .collect()
+}
+
+impl Timeline {
+    /// Rebuilds the levels of `snapshot` for the series of `labels`, keeping at most one
+    /// sample per column out of `columns` (at least 1) between the first event and the end.
+    ///
+    /// # Complexity
+    /// O(e log e + e · t) for e events and t top labels.
+    pub fn from_snapshot(snapshot: &MemorySnapshot, labels: &TopLabels, columns: usize) -> Self {
+        let columns = columns.max(1);
+        let events = ordered(snapshot);
+        let (initial, initial_reserved) = initial_levels(snapshot, &events, None);
+        let mut levels = vec![0i128; labels.series_count()];
+        for (label, level) in &initial {
+            levels[labels.series(Some(label.as_str()))] += level;
+        }
+        let mut reserved = initial_reserved;
+
+        let start_us = events
+            .first()
+            .map_or(snapshot.taken_us, |e| e.time_us.min(snapshot.taken_us));
+        let last_us = events.last().map_or(0, |e| e.time_us);
+        let end_us = snapshot.taken_us.max(last_us).max(start_us + 1);
+        let span = u128::from(end_us - start_us) + 1;
+        let column_of = |time: u64| -> usize {
+            let offset = u128::from(time.saturating_sub(start_us));
+            // offset < span, so this is < columns.
+            usize::try_from(offset * columns as u128 / span).unwrap_or(columns - 1)
+        };
+
+        let sample = |time_us: u64, levels: &[i128], reserved: i128| TimelineSample {
+            time_us,
+            in_use: levels.iter().map(|&level| clamp(level)).collect(),
+            reserved: clamp(reserved),
+        };
+        let mut samples = vec![sample(start_us, &levels, reserved)];
+        let mut peak_in_use = samples[0].total_in_use();
+        let mut peak_in_use_us = start_us;
+        let mut peak_reserved = samples[0].reserved;
+        // The best (highest total in use) sample of the current column, and its column.
+        let mut column_best: Option<(usize, TimelineSample)> = None;
+        let mut markers: Vec<TimelineMarker> = Vec::new();
+        // For each marked kind, the column and index of its latest marker.
+        let mut last_marker: BTreeMap<EventKind, (usize, usize)> = BTreeMap::new();
+
+        let mut index = 0;
+        while index < events.len() {
+            let time_us = events[index].time_us;
+            let column = column_of(time_us);
+            while index < events.len() && events[index].time_us == time_us {
+                let event = events[index];
+                let (in_use, pages) = deltas(event);
+                if in_use != 0 {
+                    levels[labels.series(event.label.as_deref())] += in_use;
+                }
+                reserved += pages;
+                if MARKED_KINDS.contains(&event.kind) {
+                    match last_marker.get(&event.kind) {
+                        Some(&(marker_column, at)) if marker_column == column => {
+                            let marker = &mut markers[at];
+                            marker.count = marker.count.saturating_add(1);
+                            marker.bytes = marker.bytes.saturating_add(event.bytes);
+                            marker.reserved_after = clamp(reserved);
+                        }
+                        _ => {
+                            last_marker.insert(event.kind, (column, markers.len()));
+                            markers.push(TimelineMarker {
+                                time_us,
+                                kind: event.kind,
+                                bytes: event.bytes,
+                                reserved_after: clamp(reserved),
+                                count: 1,
+                            });
+                        }
+                    }
+                }
+                index += 1;
+            }
+            let now = sample(time_us, &levels, reserved);
+            let total = now.total_in_use();
+            if total > peak_in_use {
+                peak_in_use = total;
+                peak_in_use_us = time_us;
+            }
+            peak_reserved = peak_reserved.max(now.reserved);
+            match &mut column_best {
+                Some((best_column, best)) if *best_column == column => {
+                    if total > best.total_in_use() {
+                        *best = now;
+                    }
+                }
+                _ => {
+                    if let Some((_, best)) = column_best.take() {
+                        samples.push(best);
+                    }
+                    column_best = Some((column, now));
+                }
+            }
+        }
+        if let Some((_, best)) = column_best {
+            samples.push(best);
+        }
+        let last = sample(end_us, &levels, reserved);
+        if last.total_in_use() > peak_in_use {
+            peak_in_use = last.total_in_use();
+            peak_in_use_us = end_us;
+        }
+        peak_reserved = peak_reserved.max(last.reserved);
+        samples.push(last);
+
+        Timeline {
+            labels: labels.clone(),
+            samples,
+            markers,
+            start_us,
+            end_us,
+            peak_in_use,
+            peak_in_use_us,
+            peak_reserved,
+        }
+    }
+
+    /// The highest bytes in use of one series over the samples kept.
+    pub fn series_max(&self, series: usize) -> u64 {
+        self.samples
+            .iter()
+            .filter_map(|sample| sample.in_use.get(series).copied())
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory_management::MemoryReport;
+    use crate::report::snapshot::{
+        MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
+    };
+
+    fn event(time_us: u64, kind: EventKind, bytes: u64, label: &str) -> HistoryEvent {
+        HistoryEvent {
+            label: Some(label.to_string()),
+            ..HistoryEvent::new(time_us, kind, bytes)
+        }
+    }
+
+    fn live(offset: u64, size: u64, label: &str) -> SliceSnapshot {
+        SliceSnapshot {
+            offset,
+            size,
+            padding: 0,
+            live: true,
+            id: None,
+            label: Some(label.to_string()),
+            age_us: None,
+        }
+    }
+
+    fn snapshot(history: Vec<HistoryEvent>, slices: Vec<SliceSnapshot>) -> MemorySnapshot {
+        MemorySnapshot {
+            taken_us: 1_000,
+            memories: vec![MemorySnapshotMemory {
+                name: "main".to_string(),
+                pools: vec![PoolSnapshot {
+                    pool: "sliced".to_string(),
+                    index: 0,
+                    pages: vec![PageSnapshot {
+                        id: 0,
+                        size: 1024,
+                        slices,
+                    }],
+                }],
+            }],
+            history,
+            history_dropped: 0,
+            report: MemoryReport { streams: vec![] },
+        }
+    }
+
+    #[test]
+    fn levels_follow_reserves_and_frees_and_end_at_the_live_slices() {
+        let snap = snapshot(
+            vec![
+                event(10, EventKind::PageMade, 1024, "a"),
+                event(20, EventKind::Reserve, 100, "a"),
+                event(30, EventKind::Reserve, 300, "b"),
+                event(40, EventKind::Free, 300, "b"),
+            ],
+            vec![live(0, 100, "a")],
+        );
+        let labels = TopLabels::from_snapshot(&snap, 8, None);
+        assert_eq!(labels.names(), ["b", "a"]);
+        let timeline = Timeline::from_snapshot(&snap, &labels, 1000);
+        let levels: Vec<(u64, Vec<u64>, u64)> = timeline
+            .samples
+            .iter()
+            .map(|s| (s.time_us, s.in_use.clone(), s.reserved))
+            .collect();
+        assert_eq!(
+            levels,
+            vec![
+                (10, vec![0, 0, 0], 0),
+                (10, vec![0, 0, 0], 1024),
+                (20, vec![0, 100, 0], 1024),
+                (30, vec![300, 100, 0], 1024),
+                (40, vec![0, 100, 0], 1024),
+                (1_000, vec![0, 100, 0], 1024),
+            ]
+        );
+        assert_eq!(timeline.peak_in_use, 400);
+        assert_eq!(timeline.peak_in_use_us, 30);
+        assert_eq!(timeline.peak_reserved, 1024);
+        assert_eq!(timeline.markers.len(), 1);
+        assert_eq!(timeline.markers[0].kind, EventKind::PageMade);
+        assert_eq!(timeline.markers[0].reserved_after, 1024);
+    }
+
+    #[test]
+    fn a_truncated_history_is_anchored_at_the_live_slices() {
+        // The reservation of "old" (200 bytes) fell out of the ring; its slice is still live.
+        let snap = snapshot(
+            vec![
+                event(50, EventKind::Reserve, 100, "new"),
+                event(60, EventKind::Free, 100, "new"),
+            ],
+            vec![live(0, 200, "old")],
+        );
+        let labels = TopLabels::from_snapshot(&snap, 8, None);
+        let timeline = Timeline::from_snapshot(&snap, &labels, 10);
+        let old = labels.series(Some("old"));
+        assert!(timeline.samples.iter().all(|s| s.in_use[old] == 200));
+        // Reserved is anchored at the page too: 1024 all along.
+        assert!(timeline.samples.iter().all(|s| s.reserved == 1024));
+        assert_eq!(timeline.peak_in_use, 300);
+    }
+
+    #[test]
+    fn one_sample_per_column_keeps_the_peak() {
+        let mut history = Vec::new();
+        for step in 0..1000u64 {
+            history.push(event(step * 10, EventKind::Reserve, 1 + step % 7, "x"));
+            history.push(event(step * 10 + 5, EventKind::Free, 1 + step % 7, "x"));
+        }
+        let snap = snapshot(history, vec![]);
+        let labels = TopLabels::from_snapshot(&snap, 8, None);
+        let timeline = Timeline::from_snapshot(&snap, &labels, 50);
+        assert!(timeline.samples.len() <= 52, "{}", timeline.samples.len());
+        assert_eq!(timeline.series_max(labels.series(Some("x"))), 7);
+        assert!(
+            timeline
+                .samples
+                .windows(2)
+                .all(|w| w[0].time_us <= w[1].time_us)
+        );
+    }
+
+    #[test]
+    fn markers_in_one_column_are_merged() {
+        let history = (0..100)
+            .map(|i| event(i, EventKind::PageMade, 10, "p"))
+            .chain([event(500, EventKind::OutOfMemory, 5, "p")])
+            .collect();
+        let snap = snapshot(history, vec![]);
+        let labels = TopLabels::from_snapshot(&snap, 8, None);
+        let timeline = Timeline::from_snapshot(&snap, &labels, 4);
+        let made: Vec<&TimelineMarker> = timeline
+            .markers
+            .iter()
+            .filter(|m| m.kind == EventKind::PageMade)
+            .collect();
+        assert_eq!(made.len(), 1);
+        assert_eq!(made[0].count, 100);
+        assert_eq!(made[0].bytes, 1000);
+        assert!(
+            timeline
+                .markers
+                .iter()
+                .any(|m| m.kind == EventKind::OutOfMemory)
+        );
+    }
+}
