@@ -1,6 +1,6 @@
 //! [`Client`]: what an application calls.
 //!
-//! The client owns the locking: one mutex guards the [`Server`] state, and a second,
+//! The client owns the locking: one mutex guards the server state, and a second,
 //! re-entrant lock (the submit turn) orders submissions. Work is recorded under the
 //! mutex; `queue.submit` and `device.poll` run with the mutex released, because wgpu
 //! runs application callbacks inside them and such a callback may call the client. The
