@@ -31,7 +31,7 @@
 //!   own bin for the tightest fit (an exact fit stops at once), then two bit
 //!   scans and the head of the first fitting bin.
 //! - [`Tlsf::free`]: O(1): at most two physical neighbours merged.
-//! - [`Tlsf::has_exact_fit`]: O(1): the same walk of the request's own bin,
+//! - [`Tlsf::has_close_fit`]: O(1): the same walk of the request's own bin,
 //!   without taking anything.
 //! - [`Tlsf::add_region`], [`Tlsf::remove_region`], [`Tlsf::is_region_free`],
 //!   [`Tlsf::free_bytes`], [`Tlsf::region_count`]: O(1) (amortised for
@@ -258,17 +258,17 @@ impl Tlsf {
         })
     }
 
-    /// Whether a free block of exactly `size` bytes is at hand: among the
-    /// blocks [`Tlsf::allocate`] looks at first, so an allocation of `size`
-    /// would take it without a split. O(1), changes nothing.
+    /// Whether a free block of `size` to `size + size / 32` bytes (the request's own
+    /// bin) is at hand among the blocks [`Tlsf::allocate`] looks at first: an
+    /// allocation of `size` would take it and leave at most a bin's width behind.
+    /// O(1), changes nothing.
     ///
     /// # Panics
     /// Never.
-    pub fn has_exact_fit(&mut self, size: u64) -> bool {
+    pub fn has_close_fit(&mut self, size: u64) -> bool {
         let size = if size == 0 { self.granule } else { size };
         let (fl, sl) = size_class_floor(size);
-        self.best_in_bin(fl, sl, size, BIN_WALK)
-            .is_some_and(|index| self.nodes[index as usize].size == size)
+        self.best_in_bin(fl, sl, size, BIN_WALK).is_some()
     }
 
     /// Returns an allocated block and merges it with free physical

@@ -8,7 +8,7 @@
 //! A dropped handle says nothing, so the table polls for handles that every owner let
 //! go. Before each placement a pool sweeps a [`Sweep::Step`] of a few slots, resuming
 //! where the last one stopped. When the placement is tight (free space is scarce and no
-//! free block fits exactly) it also sweeps a [`Sweep::Poll`]: up to [`POLL_LIMIT`]
+//! free block fits closely) it also sweeps a [`Sweep::Poll`]: up to [`POLL_LIMIT`]
 //! slots, the whole of a table that small. A tight placement in a table of at most
 //! `POLL_LIMIT` slots then sees every byte freed since the last reservation: placing
 //! around dropped-but-unswept blocks is what made the allocator bench's training trace
@@ -194,24 +194,20 @@ impl SliceTable {
         {
             self.visits += visits;
         }
-        let mut remaining = visits;
-        while remaining > 0 {
-            if self.cursor >= len {
-                self.cursor = 0;
+        let mut index = if self.cursor >= len { 0 } else { self.cursor };
+        for _ in 0..visits {
+            if self.handles[index]
+                .as_ref()
+                .is_some_and(ManagedMemoryHandle::is_free)
+            {
+                self.release_slot(index, &mut release);
             }
-            let start = self.cursor;
-            let end = (start + remaining).min(len);
-            for index in start..end {
-                if self.handles[index]
-                    .as_ref()
-                    .is_some_and(ManagedMemoryHandle::is_free)
-                {
-                    self.release_slot(index, &mut release);
-                }
+            index += 1;
+            if index == len {
+                index = 0;
             }
-            remaining -= end - start;
-            self.cursor = end;
         }
+        self.cursor = index;
     }
 
     /// Whether a [`Sweep::CatchUp`] of a table of `len` slots visits every slot: the
@@ -222,6 +218,7 @@ impl SliceTable {
 
     /// Empties slot `index`, whose handle every owner let go, and hands its slice to
     /// `release`.
+    #[inline]
     fn release_slot(&mut self, index: usize, release: &mut impl FnMut(Slice)) {
         self.handles[index] = None;
         if let Some(slice) = self.slots[index].take() {
