@@ -239,8 +239,14 @@ impl Tlsf {
         {
             self.last_visits = 0;
         }
-        let index = self.find_block(size, walk)?;
-        self.remove_free(index);
+        let index = match self.exact_head(size) {
+            Some(index) => index,
+            None => {
+                let index = self.find_block(size, walk)?;
+                self.remove_free(index);
+                index
+            }
+        };
         self.split(index, size);
         self.free_bytes -= size;
         let node = &mut self.nodes[index as usize];
@@ -380,6 +386,34 @@ impl Tlsf {
 
     fn is_free(&self, index: u32) -> bool {
         index != NIL && self.nodes[index as usize].state == State::Free
+    }
+
+    /// Takes the head of the request's own bin off its list when it is exactly `size`
+    /// bytes: the tightest fit there is, and the cheapest to unlink (a loop freeing and
+    /// reserving the same size hits it every time).
+    #[inline]
+    fn exact_head(&mut self, size: u64) -> Option<u32> {
+        let (fl, sl) = size_class_floor(size);
+        let head = self.bins[fl as usize][sl as usize];
+        if head == NIL || self.nodes[head as usize].size != size {
+            return None;
+        }
+        let next = self.nodes[head as usize].next_free;
+        self.bins[fl as usize][sl as usize] = next;
+        if next == NIL {
+            self.sl_bitmap[fl as usize] &= !(1 << sl);
+            if self.sl_bitmap[fl as usize] == 0 {
+                self.fl_bitmap &= !(1 << fl);
+            }
+        } else {
+            self.nodes[next as usize].prev_free = NIL;
+        }
+        self.nodes[head as usize].next_free = NIL;
+        #[cfg(test)]
+        {
+            self.last_visits += 1;
+        }
+        Some(head)
     }
 
     /// Finds a free block of at least `size` bytes, walking at most `walk`

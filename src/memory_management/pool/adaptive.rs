@@ -345,7 +345,7 @@ impl AdaptivePool {
     pub(crate) fn sweep<S: ComputeStorage>(&mut self, storage: &mut S, sweep: Sweep) {
         let (tiers, bands) = (&mut self.tiers, &mut self.bands);
         let mut emptied_outdated = false;
-        self.slices.sweep(sweep, |slice: Slice| {
+        self.slices.sweep(sweep, |slice: &Slice| {
             if let (Some(tier), Some(block)) = (tiers[slice.tier as usize].as_mut(), slice.block) {
                 tier.pages.free(block);
                 bands[tier.band].live -= slice.storage.size() + slice.padding;

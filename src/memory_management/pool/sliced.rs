@@ -141,7 +141,7 @@ impl SlicedPool {
 
     pub(crate) fn sweep(&mut self, sweep: Sweep) {
         let pages = &mut self.pages;
-        self.slices.sweep(sweep, |slice: Slice| {
+        self.slices.sweep(sweep, |slice: &Slice| {
             if let Some(block) = slice.block {
                 pages.free(block);
             }

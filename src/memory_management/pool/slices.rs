@@ -174,8 +174,8 @@ impl SliceTable {
     }
 
     /// Releases the slices whose handles and bindings were all dropped, handing each to
-    /// `release` (which returns its bytes to the pool's free space).
-    pub(crate) fn sweep(&mut self, sweep: Sweep, mut release: impl FnMut(Slice)) {
+    /// `release` (which returns its bytes to the pool's free space) before dropping it.
+    pub(crate) fn sweep(&mut self, sweep: Sweep, mut release: impl FnMut(&Slice)) {
         let len = self.slots.len();
         if len == 0 {
             return;
@@ -219,13 +219,16 @@ impl SliceTable {
     /// Empties slot `index`, whose handle every owner let go, and hands its slice to
     /// `release`.
     #[inline]
-    fn release_slot(&mut self, index: usize, release: &mut impl FnMut(Slice)) {
+    fn release_slot(&mut self, index: usize, release: &mut impl FnMut(&Slice)) {
         self.handles[index] = None;
-        if let Some(slice) = self.slots[index].take() {
-            self.vacant.push(index as u32);
+        if let Some(slice) = &self.slots[index] {
             // The allocation is gone: it carries its failures no more.
-            self.shed.extend(slice.taint.failures());
+            if !slice.taint.is_clean() {
+                self.shed.extend(slice.taint.failures());
+            }
             release(slice);
+            self.slots[index] = None;
+            self.vacant.push(index as u32);
         }
     }
 

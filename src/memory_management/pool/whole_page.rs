@@ -223,7 +223,7 @@ impl WholePagePool {
     pub(crate) fn sweep(&mut self, sweep: Sweep, now: u64) {
         let pages = &mut self.pages;
         self.slices
-            .sweep(sweep, |slice: Slice| pages.mark_free(slice.page, now));
+            .sweep(sweep, |slice: &Slice| pages.mark_free(slice.page, now));
     }
 
     /// Whether [`cleanup_periodic`](Self::cleanup_periodic) can ever give back a page.
