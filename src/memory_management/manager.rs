@@ -8,15 +8,16 @@ use super::install_error::InstallMemoryPoolsError;
 use super::layout::{self, MAX_POOLS, PoolSpec};
 use super::options::MemoryManagementOptions;
 use super::pending::{NothingPending, PendingRelease};
-use super::pool::slices::{SliceTable, not_found};
+use super::pool::slices::{SliceTable, Sweep, not_found};
 use super::pool::whole_page::{Release, Reuse, WholePagePool};
 use super::pool::{DynamicPool, GrowError, align_down, align_up};
 use super::taint::Taint;
 use super::usage::format_bytes;
 use crate::storage::{ComputeStorage, StorageHandle};
 use cubecl_runtime::memory_management::{
-    DEDICATED_POOL_POS, ManagedMemoryBinding, ManagedMemoryHandle, MemoryAllocationMode,
-    MemoryConfiguration, MemoryPoolKind, MemoryPoolsReport, MemoryUsage, PERSISTENT_POOL_POS,
+    DEDICATED_POOL_POS, ManagedMemoryBinding, ManagedMemoryHandle, ManagedMemoryId,
+    MemoryAllocationMode, MemoryConfiguration, MemoryLocation, MemoryPoolKind, MemoryPoolsReport,
+    MemoryUsage, PERSISTENT_POOL_POS,
 };
 use cubecl_runtime::server::IoError;
 use std::ops::Range;
@@ -503,6 +504,39 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             }
         }
         self.settle();
+    }
+
+    /// Frees the slice of allocation `id` at `location` now, if nothing but the memory
+    /// holds it any more: the O(1) counterpart of the sweeps that otherwise find dropped
+    /// handles a few at a time. For an owner that knows when it let go of an allocation
+    /// (a wrapper handle whose last clone is being dropped: read `id` and `location` from
+    /// its `ManagedMemoryHandle`'s descriptor, drop the handle, then call this). Returns
+    /// whether the slice was freed: `false` when the location names no slice of this
+    /// memory, the slot holds another allocation (a stale location), or some handle or
+    /// binding of the allocation is still alive (in-flight work holding a binding: a
+    /// later sweep frees it once that binding is dropped).
+    ///
+    /// # Complexity
+    /// O(1): one slot is looked at, and its block returned to the placement index.
+    pub fn release(&mut self, id: ManagedMemoryId, location: MemoryLocation) -> bool {
+        if location.init == 0 {
+            return false;
+        }
+        let now = self.reservations;
+        let sweep = Sweep::Slot {
+            index: location.slice,
+            id,
+        };
+        let Ok(before) = self.table_mut(location.pool).map(|table| table.live()) else {
+            return false;
+        };
+        match location.pool {
+            PERSISTENT_POOL_POS => self.persistent.sweep(sweep, now),
+            DEDICATED_POOL_POS => self.dedicated.sweep(sweep, now),
+            position => self.dynamic[position as usize].sweep(&mut self.storage, sweep, now),
+        }
+        self.table_mut(location.pool)
+            .is_ok_and(|table| table.live() < before)
     }
 
     /// Uncounts the failures of every slice released since the last call.

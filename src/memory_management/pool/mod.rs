@@ -20,7 +20,7 @@ use adaptive::AdaptivePool;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolReport};
 use cubecl_runtime::server::IoError;
 use sliced::SlicedPool;
-use slices::SliceTable;
+use slices::{SliceTable, Sweep};
 use whole_page::WholePagePool;
 
 /// Rounds `value` up to a multiple of `granule` (any non-zero granule, not only powers
@@ -138,6 +138,15 @@ impl DynamicPool {
     /// with a period).
     pub(crate) fn releases_on_a_timer(&self) -> bool {
         matches!(self, DynamicPool::WholePage(pool) if pool.releases_on_a_timer())
+    }
+
+    /// Frees the slices of dropped handles that `sweep` visits.
+    pub(crate) fn sweep<S: ComputeStorage>(&mut self, storage: &mut S, sweep: Sweep, now: u64) {
+        match self {
+            DynamicPool::Sliced(pool) => pool.sweep(sweep),
+            DynamicPool::WholePage(pool) => pool.sweep(sweep, now),
+            DynamicPool::Adaptive(pool) => pool.sweep(storage, sweep),
+        }
     }
 
     /// The pool's periodic release; whether it gave back a page (not yet flushed).

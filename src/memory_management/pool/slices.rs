@@ -27,7 +27,7 @@ use crate::memory_management::taint::Taint;
 use crate::memory_management::usage::SliceSums;
 use crate::storage::StorageHandle;
 use cubecl_runtime::memory_management::{
-    ManagedMemoryBinding, ManagedMemoryHandle, MemoryLocation,
+    ManagedMemoryBinding, ManagedMemoryHandle, ManagedMemoryId, MemoryLocation,
 };
 use cubecl_runtime::server::IoError;
 
@@ -67,6 +67,15 @@ pub(crate) enum Sweep {
     CatchUp,
     /// Every slot: before reports, cleanups and errors.
     All,
+    /// Only the slot `index`, if it still holds the allocation `id`: the O(1) release of
+    /// one allocation whose owner knows it let go
+    /// ([`MemoryManagement::release`](crate::memory_management::MemoryManagement::release)).
+    Slot {
+        /// The slot (a location's `slice` field).
+        index: u32,
+        /// The allocation the slot must hold.
+        id: ManagedMemoryId,
+    },
 }
 
 /// Slots visited by one [`Sweep::Step`].
@@ -181,6 +190,10 @@ impl SliceTable {
             return;
         }
         let visits = match sweep {
+            Sweep::Slot { index, id } => {
+                self.release_one(index as usize, id, &mut release);
+                return;
+            }
             Sweep::Step => SWEEP_STEP.min(len),
             Sweep::Poll => POLL_LIMIT.min(len),
             Sweep::CatchUp if self.catch_up_paid(len) => len,
@@ -214,6 +227,19 @@ impl SliceTable {
     /// table is small, or the reservations since the last full sweep pay for it.
     fn catch_up_paid(&self, len: usize) -> bool {
         len <= CATCH_UP_WHOLE || self.since_full.saturating_mul(CATCH_UP_RATIO) >= len
+    }
+
+    /// Releases slot `index` if it holds the allocation `id` and every owner but the
+    /// pool let it go.
+    fn release_one(&mut self, index: usize, id: ManagedMemoryId, release: &mut impl FnMut(&Slice)) {
+        let unused = self
+            .handles
+            .get(index)
+            .and_then(Option::as_ref)
+            .is_some_and(|handle| handle.descriptor().id == id && handle.is_free());
+        if unused {
+            self.release_slot(index, release);
+        }
     }
 
     /// Empties slot `index`, whose handle every owner let go, and hands its slice to
@@ -304,6 +330,11 @@ impl SliceTable {
         for failure in self.shed.drain(..) {
             graph.untag(failure);
         }
+    }
+
+    /// Slots holding a slice (live, or dropped and not yet swept).
+    pub(crate) fn live(&self) -> usize {
+        self.slots.len() - self.vacant.len()
     }
 
     /// Count, in-use and padding bytes of the slices some handle or binding still holds.
