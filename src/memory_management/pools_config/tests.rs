@@ -74,6 +74,14 @@ fn env_path_that_is_missing_is_an_io_error() {
     }
 }
 
+/// Issue 12, item 7: an empty `WGPU_MEMORY_CONFIG` tried to open the file "" and
+/// failed with an Io error; it counts as unset (the default file, absent here, decides).
+#[test]
+fn empty_env_path_counts_as_unset() {
+    let absent = scratch_dir("env-empty").join(DEFAULT_CONFIG_FILE);
+    assert_eq!(load_from_sources(Some(OsString::new()), &absent), Ok(None));
+}
+
 #[test]
 fn absent_default_file_gives_none_and_present_one_is_read() {
     let dir = scratch_dir("default");
