@@ -112,7 +112,45 @@ fn selected(all: Vec<Trace>) -> Vec<Trace> {
         .collect()
 }
 
+/// `BENCH_PROFILE=trace:side:mode:passes` (side `wgpu-memory`, `cubecl-server` or
+/// `handle-floor`; mode `cold` or `warm`): replays one trace that many times without
+/// criterion or accounting and exits, for a profiler or `perf stat` (run it with two pass
+/// counts and take the difference to remove the setup).
+fn profile(spec: &str) {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let [name, side, mode, passes] = parts[..] else {
+        panic!("BENCH_PROFILE={spec}: expected trace:side:mode:passes");
+    };
+    let passes: u64 = passes.parse().expect("passes: a number");
+    let mode = if mode == "cold" {
+        Mode::Cold
+    } else {
+        Mode::Warm
+    };
+    let trace = traces(FULL)
+        .into_iter()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("no trace named {name}"));
+    let elapsed = match (side, mode) {
+        (OURS, Mode::Cold) => timed_cold(sides::ours, &trace, OURS, passes),
+        (OURS, Mode::Warm) => timed_warm(sides::ours, &trace, OURS, passes),
+        (PEER, Mode::Cold) => timed_cold(sides::peer, &trace, PEER, passes),
+        (PEER, Mode::Warm) => timed_warm(sides::peer, &trace, PEER, passes),
+        (_, Mode::Cold) => timed_cold(HandleFloor::new, &trace, FLOOR, passes),
+        (_, Mode::Warm) => timed_warm(HandleFloor::new, &trace, FLOOR, passes),
+    };
+    println!(
+        "{name} {side} {}: {:.1} ns/op over {passes} passes",
+        mode.name(),
+        elapsed.as_nanos() as f64 / (passes as f64 * trace.ops.len() as f64)
+    );
+}
+
 fn main() {
+    if let Ok(spec) = std::env::var("BENCH_PROFILE") {
+        profile(&spec);
+        return;
+    }
     let args: Vec<String> = std::env::args().collect();
     let has = |flag: &str| args.iter().any(|a| a == flag);
     // Criterion's rule: without `--bench` (cargo test --benches), or with `--test`, it

@@ -409,3 +409,69 @@ fn bytes_storage_refuses_impossible_requests() {
     );
     assert!(storage.get(&outside).is_err());
 }
+
+/// What a wrapper handle's `Drop` would read before letting go: the allocation's id and
+/// location.
+fn identity(
+    handle: &wgpu_memory::memory_management::ManagedMemoryHandle,
+) -> (
+    wgpu_memory::memory_management::ManagedMemoryId,
+    wgpu_memory::memory_management::MemoryLocation,
+) {
+    let binding = handle.clone().binding();
+    (binding.id(), binding.descriptor().location())
+}
+
+/// `release` frees a dropped allocation's slice at once (no sweep has to find it), and
+/// refuses while a binding is alive, for a stale location, and twice.
+#[test]
+fn release_frees_a_dropped_slice_at_once_and_nothing_else() {
+    for layout in [vec![sliced(1 << 20, None)], vec![exclusive(1 << 20)]] {
+        let mut memory = memory(layout);
+        let keep = memory.reserve(4096).unwrap();
+        let gone = memory.reserve(4096).unwrap();
+        let (id, location) = identity(&gone);
+        let binding = gone.clone().binding();
+        drop(gone);
+        assert!(!memory.release(id, location), "a binding still holds it");
+        drop(binding);
+        assert!(memory.release(id, location));
+        assert!(!memory.release(id, location), "already released");
+        let (keep_id, keep_location) = identity(&keep);
+        assert!(!memory.release(keep_id, keep_location), "a live handle");
+        // The slot now holds another allocation: the old identity is stale.
+        let again = memory.reserve(4096).unwrap();
+        assert_eq!(
+            identity(&again).1.slice,
+            location.slice,
+            "the freed slot is reused"
+        );
+        assert!(!memory.release(id, location), "a stale location");
+        assert_eq!(memory.memory_usage().number_allocs, 2);
+    }
+}
+
+/// After `release`, the freed bytes are free at once (before, no sweep had seen the
+/// drop: the full page had no free byte), and the next reservation of the size gets
+/// them.
+#[test]
+fn released_bytes_serve_the_next_reservation() {
+    let mut memory = memory(vec![sliced(1 << 20, None)]);
+    let handles: Vec<_> = (0..32).map(|_| memory.reserve(32 << 10).unwrap()).collect();
+    assert_eq!(memory.storage().allocations_made(), 1, "one page, full");
+    let middle = &handles[13];
+    let offset = memory
+        .get_storage(&middle.clone().binding())
+        .unwrap()
+        .offset();
+    let (id, location) = identity(middle);
+    let mut handles = handles;
+    handles.remove(13);
+    assert_eq!(memory.largest_free_slice(), 0, "dropped, not yet swept");
+    assert!(memory.release(id, location));
+    assert_eq!(memory.largest_free_slice(), 32 << 10);
+    let next = memory.reserve(32 << 10).unwrap();
+    let storage = memory.get_storage(&next.binding()).unwrap();
+    assert_eq!(storage.offset(), offset);
+    assert_eq!(memory.storage().allocations_made(), 1, "no page made");
+}

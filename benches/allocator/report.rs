@@ -186,10 +186,12 @@ fn print_targets(prepared: &Prepared) {
         .filter(|(_, (ours, peer))| ours.efficiency() < peer.efficiency())
         .map(|(trace, (ours, peer))| {
             format!(
-                "{} {:.4} vs {:.4}",
+                "{} {:.4} vs {:.4} (peak reserved {} vs {} bytes)",
                 trace.name,
                 ours.efficiency(),
-                peer.efficiency()
+                peer.efficiency(),
+                ours.peak_reserved,
+                peer.peak_reserved
             )
         })
         .collect();

@@ -8,15 +8,16 @@ use super::install_error::InstallMemoryPoolsError;
 use super::layout::{self, MAX_POOLS, PoolSpec};
 use super::options::MemoryManagementOptions;
 use super::pending::{NothingPending, PendingRelease};
-use super::pool::slices::{SliceTable, not_found};
+use super::pool::slices::{SliceTable, Sweep, not_found};
 use super::pool::whole_page::{Release, Reuse, WholePagePool};
 use super::pool::{DynamicPool, GrowError, align_down, align_up};
 use super::taint::Taint;
 use super::usage::format_bytes;
 use crate::storage::{ComputeStorage, StorageHandle};
 use cubecl_runtime::memory_management::{
-    DEDICATED_POOL_POS, ManagedMemoryBinding, ManagedMemoryHandle, MemoryAllocationMode,
-    MemoryConfiguration, MemoryPoolKind, MemoryPoolsReport, MemoryUsage, PERSISTENT_POOL_POS,
+    DEDICATED_POOL_POS, ManagedMemoryBinding, ManagedMemoryHandle, ManagedMemoryId,
+    MemoryAllocationMode, MemoryConfiguration, MemoryLocation, MemoryPoolKind, MemoryPoolsReport,
+    MemoryUsage, PERSISTENT_POOL_POS,
 };
 use cubecl_runtime::server::IoError;
 use std::ops::Range;
@@ -48,6 +49,10 @@ pub struct MemoryManagement<S: ComputeStorage> {
     /// The largest reservation some dynamic pool accepts, at most `largest_page`: what a
     /// [`ReserveError::BufferTooBig`] of the dynamic pools names. Set with the layout.
     dynamic_limit: u64,
+    /// Whether some dynamic pool releases pages on a timer (exclusive pages with a
+    /// period): only then, or while dedicated pages are held, does a reservation run
+    /// the periodic cleanup. Set with the layout.
+    timed_release: bool,
     dynamic: Vec<DynamicPool>,
     persistent: WholePagePool,
     dedicated: WholePagePool,
@@ -108,6 +113,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             properties: properties.clone(),
             largest_page,
             dynamic_limit: dynamic_limit(&dynamic, largest_page),
+            timed_release: dynamic.iter().any(DynamicPool::releases_on_a_timer),
             warned_full: vec![false; specs.len()],
             dynamic,
             transient: options.transient,
@@ -194,6 +200,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         self.warned_full = vec![false; specs.len()];
         self.dynamic = layout::instantiate(&specs, &self.properties, self.transient);
         self.dynamic_limit = dynamic_limit(&self.dynamic, self.largest_page);
+        self.timed_release = self.dynamic.iter().any(DynamicPool::releases_on_a_timer);
         Ok(())
     }
 
@@ -249,7 +256,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// # Complexity
     /// O(1) placement (two-level segregated fit) plus a bounded sweep for dropped
     /// handles: a few slots, or up to 64 when free space is scarce and no free block fits
-    /// exactly. Before a pool grows it also catches up: every slot when the reservations
+    /// closely. Before a pool grows it also catches up: every slot when the reservations
     /// since its last full sweep pay for it (8 slots each, amortised), else 64, and a
     /// placement that looks at every free block of the request's size class. Errors
     /// sweep everything.
@@ -273,7 +280,10 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         pending: &mut impl PendingRelease,
     ) -> Result<ManagedMemoryHandle, ReserveError> {
         self.reservations += 1;
-        self.cleanup(Cleanup::Periodic);
+        // Nothing to release on a timer in most layouts: skip the walk over the pools.
+        if self.timed_release || self.dedicated.holds_pages() {
+            self.cleanup(Cleanup::Periodic);
+        }
         match self.reserve_routed(size) {
             Err(error) if error.is_out_of_room() => {
                 self.reserve_after_cleanup(size, error, pending)
@@ -478,8 +488,11 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         let now = self.reservations;
         match cleanup {
             Cleanup::Periodic => {
-                self.cleanup_periodic();
-                self.storage.flush();
+                // Flushed only when it gave pages back: every other release flushes
+                // where it happens, so there is nothing else pending.
+                if self.cleanup_periodic() {
+                    self.storage.flush();
+                }
             }
             Cleanup::Explicit => {
                 for pool in &mut self.dynamic {
@@ -493,6 +506,39 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         self.settle();
     }
 
+    /// Frees the slice of allocation `id` at `location` now, if nothing but the memory
+    /// holds it any more: the O(1) counterpart of the sweeps that otherwise find dropped
+    /// handles a few at a time. For an owner that knows when it let go of an allocation
+    /// (a wrapper handle whose last clone is being dropped: read `id` and `location` from
+    /// its `ManagedMemoryHandle`'s descriptor, drop the handle, then call this). Returns
+    /// whether the slice was freed: `false` when the location names no slice of this
+    /// memory, the slot holds another allocation (a stale location), or some handle or
+    /// binding of the allocation is still alive (in-flight work holding a binding: a
+    /// later sweep frees it once that binding is dropped).
+    ///
+    /// # Complexity
+    /// O(1): one slot is looked at, and its block returned to the placement index.
+    pub fn release(&mut self, id: ManagedMemoryId, location: MemoryLocation) -> bool {
+        if location.init == 0 {
+            return false;
+        }
+        let now = self.reservations;
+        let sweep = Sweep::Slot {
+            index: location.slice,
+            id,
+        };
+        let Ok(before) = self.table_mut(location.pool).map(|table| table.live()) else {
+            return false;
+        };
+        match location.pool {
+            PERSISTENT_POOL_POS => self.persistent.sweep(sweep, now),
+            DEDICATED_POOL_POS => self.dedicated.sweep(sweep, now),
+            position => self.dynamic[position as usize].sweep(&mut self.storage, sweep, now),
+        }
+        self.table_mut(location.pool)
+            .is_ok_and(|table| table.live() < before)
+    }
+
     /// Uncounts the failures of every slice released since the last call.
     fn settle(&mut self) {
         for pool in &mut self.dynamic {
@@ -503,7 +549,8 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     }
 
     /// The failures the slices of this memory carry. Slices released since the last
-    /// reservation or cleanup still count; a cleanup settles them.
+    /// cleanup or [`error_graph_mut`](Self::error_graph_mut) call still count; either
+    /// settles them.
     pub fn error_graph(&self) -> &ErrorGraph {
         &self.graph
     }
@@ -567,13 +614,15 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         self.with_taint(binding, |taint, graph| taint.written(range, graph));
     }
 
-    /// Each pool's own release policy; the caller flushes the storage.
-    fn cleanup_periodic(&mut self) {
+    /// Each pool's own release policy; returns whether any page went back (the caller
+    /// flushes the storage).
+    fn cleanup_periodic(&mut self) -> bool {
         let now = self.reservations;
+        let mut released = false;
         for pool in &mut self.dynamic {
-            pool.cleanup_periodic(&mut self.storage, now);
+            released |= pool.cleanup_periodic(&mut self.storage, now);
         }
-        self.dedicated.cleanup_periodic(&mut self.storage, now);
+        released | self.dedicated.cleanup_periodic(&mut self.storage, now)
     }
 
     fn table(&self, binding: &ManagedMemoryBinding) -> Result<&SliceTable, IoError> {

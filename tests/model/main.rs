@@ -128,11 +128,14 @@ fn check(memory: &MemoryManagement<BytesStorage>, live: &[Live]) {
     }
 }
 
+/// Cases per property: 1000 by default (what CI runs), `MODEL_CASES` to change it
+/// (`MODEL_CASES=10000 cargo test --test model` for a long run; an empty or unparsable
+/// value keeps the default).
 fn cases() -> u32 {
     std::env::var("MODEL_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
+        .unwrap_or(1000)
 }
 
 proptest! {

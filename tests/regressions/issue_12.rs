@@ -73,6 +73,41 @@ fn exclusive_pages_preset_makes_no_page_after_warm_up() {
     );
 }
 
+/// Field failure 2: the default (adaptive) layout, sizes k * 100 KiB for k = 1..=16 all
+/// kept, 128 MiB pages, alignment 256. Pages sized after the first allocations held one
+/// allocation each once the sizes grew: 20 MiB reserved for 13.3 MiB in use (1.5x).
+/// The target is at most 1.25x.
+///
+/// Not met yet (still 1.506x, the same as cubecl-server): an online rule meets it only
+/// with pages several times the largest allocation from the start, and every such rule
+/// measured (pages at least 3, 4 or 8 times the largest allocation, or geometric pages
+/// while a band only accumulates) cost other traces of the allocator bench far more
+/// (drifting 1.000 -> 0.625, inference 0.953 -> 0.747, phases 0.852 -> 0.650). Kept as
+/// the failing scenario; run with `--ignored`.
+#[test]
+#[ignore = "issue 12 field failure 2 is not fixed: 1.506x reserved over in use, target 1.25x"]
+fn adaptive_layout_packs_ascending_sizes_within_a_quarter() {
+    let mut memory = preset(
+        FakeStorage::unbounded(),
+        128 * MIB,
+        256,
+        MemoryConfiguration::default(),
+    );
+    let handles: Vec<_> = (1..=16u64)
+        .map(|k| memory.reserve(k * 100 * KIB).unwrap())
+        .collect();
+    let usage = memory.memory_usage();
+    let ratio = usage.bytes_reserved as f64 / usage.bytes_in_use as f64;
+    assert_eq!(usage.bytes_in_use, 136 * 100 * KIB);
+    assert!(
+        ratio <= 1.25,
+        "reserved {} for {} in use: {ratio:.3}x",
+        usage.bytes_reserved,
+        usage.bytes_in_use
+    );
+    drop(handles);
+}
+
 /// Field failure 4: with a layout of 1 MiB pages whose slices are at most 64 KiB, a
 /// reservation over what the layout accepts named the device's 128 MiB page as the
 /// limit. It names the layout's own limit: a near-page size of 1 MiB.

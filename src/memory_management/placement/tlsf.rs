@@ -31,7 +31,7 @@
 //!   own bin for the tightest fit (an exact fit stops at once), then two bit
 //!   scans and the head of the first fitting bin.
 //! - [`Tlsf::free`]: O(1): at most two physical neighbours merged.
-//! - [`Tlsf::has_exact_fit`]: O(1): the same walk of the request's own bin,
+//! - [`Tlsf::has_close_fit`]: O(1): the same walk of the request's own bin,
 //!   without taking anything.
 //! - [`Tlsf::add_region`], [`Tlsf::remove_region`], [`Tlsf::is_region_free`],
 //!   [`Tlsf::free_bytes`], [`Tlsf::region_count`]: O(1) (amortised for
@@ -239,8 +239,14 @@ impl Tlsf {
         {
             self.last_visits = 0;
         }
-        let index = self.find_block(size, walk)?;
-        self.remove_free(index);
+        let index = match self.exact_head(size) {
+            Some(index) => index,
+            None => {
+                let index = self.find_block(size, walk)?;
+                self.remove_free(index);
+                index
+            }
+        };
         self.split(index, size);
         self.free_bytes -= size;
         let node = &mut self.nodes[index as usize];
@@ -258,17 +264,17 @@ impl Tlsf {
         })
     }
 
-    /// Whether a free block of exactly `size` bytes is at hand: among the
-    /// blocks [`Tlsf::allocate`] looks at first, so an allocation of `size`
-    /// would take it without a split. O(1), changes nothing.
+    /// Whether a free block of `size` to `size + size / 32` bytes (the request's own
+    /// bin) is at hand among the blocks [`Tlsf::allocate`] looks at first: an
+    /// allocation of `size` would take it and leave at most a bin's width behind.
+    /// O(1), changes nothing.
     ///
     /// # Panics
     /// Never.
-    pub fn has_exact_fit(&mut self, size: u64) -> bool {
+    pub fn has_close_fit(&mut self, size: u64) -> bool {
         let size = if size == 0 { self.granule } else { size };
         let (fl, sl) = size_class_floor(size);
-        self.best_in_bin(fl, sl, size, BIN_WALK)
-            .is_some_and(|index| self.nodes[index as usize].size == size)
+        self.best_in_bin(fl, sl, size, BIN_WALK).is_some()
     }
 
     /// Returns an allocated block and merges it with free physical
@@ -380,6 +386,34 @@ impl Tlsf {
 
     fn is_free(&self, index: u32) -> bool {
         index != NIL && self.nodes[index as usize].state == State::Free
+    }
+
+    /// Takes the head of the request's own bin off its list when it is exactly `size`
+    /// bytes: the tightest fit there is, and the cheapest to unlink (a loop freeing and
+    /// reserving the same size hits it every time).
+    #[inline]
+    fn exact_head(&mut self, size: u64) -> Option<u32> {
+        let (fl, sl) = size_class_floor(size);
+        let head = self.bins[fl as usize][sl as usize];
+        if head == NIL || self.nodes[head as usize].size != size {
+            return None;
+        }
+        let next = self.nodes[head as usize].next_free;
+        self.bins[fl as usize][sl as usize] = next;
+        if next == NIL {
+            self.sl_bitmap[fl as usize] &= !(1 << sl);
+            if self.sl_bitmap[fl as usize] == 0 {
+                self.fl_bitmap &= !(1 << fl);
+            }
+        } else {
+            self.nodes[next as usize].prev_free = NIL;
+        }
+        self.nodes[head as usize].next_free = NIL;
+        #[cfg(test)]
+        {
+            self.last_visits += 1;
+        }
+        Some(head)
     }
 
     /// Finds a free block of at least `size` bytes, walking at most `walk`

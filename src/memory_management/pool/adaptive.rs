@@ -178,17 +178,22 @@ impl AdaptivePool {
         size: u64,
     ) -> Option<ManagedMemoryHandle> {
         self.sweep(storage, Sweep::Step);
-        if self.placement_is_tight(size) {
+        let effective = self.effective(size);
+        let band = self.band_of(effective);
+        // A band without pages has nothing to place in, whatever a sweep frees. Sweeps
+        // never drop a current tier (only outdated ones), so `tier` stays valid.
+        let tier = self.current_tier(band)?;
+        if self.tiers[tier]
+            .as_mut()
+            .is_some_and(|t| t.pages.placement_is_tight(size))
+        {
             self.sweep(storage, Sweep::Poll);
         }
-        if let Some(handle) = self.place(size, Search::Quick) {
+        if let Some(handle) = self.place_in(tier, band, size, Search::Quick) {
             return Some(handle);
         }
-        // Freed slices only help a band that has pages.
-        let band = self.band_of(self.effective(size));
-        self.current_tier(band)?;
         self.sweep(storage, Sweep::CatchUp);
-        self.place(size, Search::Thorough)
+        self.place_in(tier, band, size, Search::Thorough)
     }
 
     /// The page size the band wants if it also serves `effective` bytes.
@@ -197,28 +202,31 @@ impl AdaptivePool {
         self.page_size_for(band, &stats.serving(effective))
     }
 
-    /// Whether placing `size` in its band's current tier should wait for a poll (see
-    /// [`SlicedPages::placement_is_tight`]).
-    fn placement_is_tight(&mut self, size: u64) -> bool {
-        let band = self.band_of(self.effective(size));
-        self.current_tier(band)
-            .and_then(|index| self.tiers[index].as_mut())
-            .is_some_and(|tier| tier.pages.placement_is_tight(size))
-    }
-
     /// The index of the band's current tier, once the band has one.
     fn current_tier(&self, band: usize) -> Option<usize> {
         self.bands.get(band)?.current
     }
 
+    /// A slice of `size` bytes in the band's current tier.
     fn place(&mut self, size: u64, search: Search) -> Option<ManagedMemoryHandle> {
-        let effective = self.effective(size);
-        let band = self.band_of(effective);
-        let tier_index = self.current_tier(band)?;
+        let band = self.band_of(self.effective(size));
+        let tier = self.current_tier(band)?;
+        self.place_in(tier, band, size, search)
+    }
+
+    /// A slice of `size` bytes in tier `tier_index`, serving `band`.
+    fn place_in(
+        &mut self,
+        tier_index: usize,
+        band: usize,
+        size: u64,
+        search: Search,
+    ) -> Option<ManagedMemoryHandle> {
         let tier = self.tiers[tier_index].as_mut()?;
         let placed = tier.pages.place(size, search)?;
+        let effective = placed.padding + size;
         self.stats.served(size);
-        let band = self.band_mut(band);
+        let band = &mut self.bands[band];
         *band = band.serving(effective);
         Some(self.slices.insert(placed, tier_index as u32))
     }
@@ -337,15 +345,16 @@ impl AdaptivePool {
     pub(crate) fn sweep<S: ComputeStorage>(&mut self, storage: &mut S, sweep: Sweep) {
         let (tiers, bands) = (&mut self.tiers, &mut self.bands);
         let mut emptied_outdated = false;
-        self.slices.sweep(sweep, |slice: Slice| {
+        self.slices.sweep(sweep, |slice: &Slice| {
             if let (Some(tier), Some(block)) = (tiers[slice.tier as usize].as_mut(), slice.block) {
                 tier.pages.free(block);
                 bands[tier.band].live -= slice.storage.size() + slice.padding;
                 emptied_outdated |= tier.outdated;
             }
         });
-        if emptied_outdated {
-            self.release_where(storage, |tier| tier.outdated);
+        // Flushed here: the periodic cleanup flushes only what it released itself.
+        if emptied_outdated && self.release_where(storage, |tier| tier.outdated) > 0 {
+            storage.flush();
         }
     }
 

@@ -20,7 +20,7 @@ use adaptive::AdaptivePool;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolReport};
 use cubecl_runtime::server::IoError;
 use sliced::SlicedPool;
-use slices::SliceTable;
+use slices::{SliceTable, Sweep};
 use whole_page::WholePagePool;
 
 /// Rounds `value` up to a multiple of `granule` (any non-zero granule, not only powers
@@ -80,6 +80,7 @@ pub(crate) enum DynamicPool {
 }
 
 impl DynamicPool {
+    #[inline]
     pub(crate) fn accept(&self, size: u64) -> bool {
         match self {
             DynamicPool::Sliced(pool) => pool.accept(size),
@@ -133,9 +134,30 @@ impl DynamicPool {
         }
     }
 
-    pub(crate) fn cleanup_periodic<S: ComputeStorage>(&mut self, storage: &mut S, now: u64) {
-        if let DynamicPool::WholePage(pool) = self {
-            pool.cleanup_periodic(storage, now);
+    /// Whether the periodic cleanup can release pages of this pool (exclusive pages
+    /// with a period).
+    pub(crate) fn releases_on_a_timer(&self) -> bool {
+        matches!(self, DynamicPool::WholePage(pool) if pool.releases_on_a_timer())
+    }
+
+    /// Frees the slices of dropped handles that `sweep` visits.
+    pub(crate) fn sweep<S: ComputeStorage>(&mut self, storage: &mut S, sweep: Sweep, now: u64) {
+        match self {
+            DynamicPool::Sliced(pool) => pool.sweep(sweep),
+            DynamicPool::WholePage(pool) => pool.sweep(sweep, now),
+            DynamicPool::Adaptive(pool) => pool.sweep(storage, sweep),
+        }
+    }
+
+    /// The pool's periodic release; whether it gave back a page (not yet flushed).
+    pub(crate) fn cleanup_periodic<S: ComputeStorage>(
+        &mut self,
+        storage: &mut S,
+        now: u64,
+    ) -> bool {
+        match self {
+            DynamicPool::WholePage(pool) => pool.cleanup_periodic(storage, now),
+            DynamicPool::Sliced(_) | DynamicPool::Adaptive(_) => false,
         }
     }
 

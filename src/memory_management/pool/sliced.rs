@@ -13,8 +13,10 @@ pub(crate) struct SlicedPool {
     max_slice_size: u64,
     /// `None` when uncapped.
     max_pages: Option<u64>,
-    /// Whether sizes over `max_slice_size` that fill most of a page are accepted.
-    near_page: bool,
+    /// The smallest near-page size [`accept`](Self::accept) takes, when it takes any
+    /// (sizes over `max_slice_size` that fill most of a page; computed once: `accept`
+    /// runs on every reservation).
+    near_page_from: Option<u64>,
     slices: SliceTable,
     stats: PoolStats,
 }
@@ -41,7 +43,7 @@ impl SlicedPool {
             pages: SlicedPages::new(page_size, granule),
             max_slice_size: max_slice_size.min(page_size),
             max_pages,
-            near_page: true,
+            near_page_from: max_pages.is_none().then(|| near_page_from(page_size)),
             slices: SliceTable::new(pool),
             stats: PoolStats::default(),
         }
@@ -51,26 +53,24 @@ impl SlicedPool {
     /// an uncapped pool, a size that fills more than 80 % of a page (a near-page request
     /// wastes less here than in the next, larger pool). A capped pool never takes more
     /// than `max_slice_size` (upstream fix 0b09f3cdd: near-page strays drained it).
+    #[inline]
     pub(crate) fn accept(&self, size: u64) -> bool {
-        let page_size = self.pages.page_size();
         size <= self.max_slice_size
-            || (self.near_page
-                && self.max_pages.is_none()
-                && size <= page_size
-                // In u128: `5 * (page_size - size)` overflows u64 for pages over 3.2 EiB.
-                && 5 * u128::from(page_size - size) < u128::from(page_size))
+            || self
+                .near_page_from
+                .is_some_and(|from| size >= from && size <= self.pages.page_size())
     }
 
     /// The pool takes only sizes up to `max_slice_size` (a small pool in front of an
     /// adaptive one, whose near-page requests belong to the adaptive pool).
     pub(crate) fn without_near_page(mut self) -> Self {
-        self.near_page = false;
+        self.near_page_from = None;
         self
     }
 
     /// The largest reservation the pool accepts, in bytes.
     pub(crate) fn max_accepted(&self) -> u64 {
-        if self.near_page && self.max_pages.is_none() {
+        if self.near_page_from.is_some() {
             self.pages.page_size()
         } else {
             self.max_slice_size
@@ -82,12 +82,11 @@ impl SlicedPool {
     /// 80 % of a page up to the page (merged into one range where they touch).
     pub(crate) fn accepted_ranges(&self) -> Vec<(u64, u64)> {
         let slices = (0, self.max_slice_size);
-        if !(self.near_page && self.max_pages.is_none()) {
+        if self.near_page_from.is_none() {
             return vec![slices];
         }
         let page_size = self.pages.page_size();
-        // `5 * (page_size - size) < page_size` ⇔ `page_size - size <= (page_size - 1) / 5`.
-        let near = page_size - page_size.saturating_sub(1) / 5;
+        let near = near_page_from(page_size);
         if near <= self.max_slice_size.saturating_add(1) {
             vec![(0, page_size)]
         } else {
@@ -142,7 +141,7 @@ impl SlicedPool {
 
     pub(crate) fn sweep(&mut self, sweep: Sweep) {
         let pages = &mut self.pages;
-        self.slices.sweep(sweep, |slice: Slice| {
+        self.slices.sweep(sweep, |slice: &Slice| {
             if let Some(block) = slice.block {
                 pages.free(block);
             }
@@ -184,6 +183,13 @@ impl SlicedPool {
             largest_alloc: self.stats.largest_alloc,
         }
     }
+}
+
+/// The smallest size that fills more than 80 % of a page of `page_size` bytes:
+/// `5 * (page_size - size) < page_size` ⇔ `page_size - size <= (page_size - 1) / 5` (in
+/// integers, with no overflow for any page size).
+fn near_page_from(page_size: u64) -> u64 {
+    page_size - page_size.saturating_sub(1) / 5
 }
 
 #[cfg(test)]

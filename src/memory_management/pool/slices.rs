@@ -8,7 +8,7 @@
 //! A dropped handle says nothing, so the table polls for handles that every owner let
 //! go. Before each placement a pool sweeps a [`Sweep::Step`] of a few slots, resuming
 //! where the last one stopped. When the placement is tight (free space is scarce and no
-//! free block fits exactly) it also sweeps a [`Sweep::Poll`]: up to [`POLL_LIMIT`]
+//! free block fits closely) it also sweeps a [`Sweep::Poll`]: up to [`POLL_LIMIT`]
 //! slots, the whole of a table that small. A tight placement in a table of at most
 //! `POLL_LIMIT` slots then sees every byte freed since the last reservation: placing
 //! around dropped-but-unswept blocks is what made the allocator bench's training trace
@@ -27,7 +27,7 @@ use crate::memory_management::taint::Taint;
 use crate::memory_management::usage::SliceSums;
 use crate::storage::StorageHandle;
 use cubecl_runtime::memory_management::{
-    ManagedMemoryBinding, ManagedMemoryHandle, MemoryLocation,
+    ManagedMemoryBinding, ManagedMemoryHandle, ManagedMemoryId, MemoryLocation,
 };
 use cubecl_runtime::server::IoError;
 
@@ -67,6 +67,15 @@ pub(crate) enum Sweep {
     CatchUp,
     /// Every slot: before reports, cleanups and errors.
     All,
+    /// Only the slot `index`, if it still holds the allocation `id`: the O(1) release of
+    /// one allocation whose owner knows it let go
+    /// ([`MemoryManagement::release`](crate::memory_management::MemoryManagement::release)).
+    Slot {
+        /// The slot (a location's `slice` field).
+        index: u32,
+        /// The allocation the slot must hold.
+        id: ManagedMemoryId,
+    },
 }
 
 /// Slots visited by one [`Sweep::Step`].
@@ -174,13 +183,17 @@ impl SliceTable {
     }
 
     /// Releases the slices whose handles and bindings were all dropped, handing each to
-    /// `release` (which returns its bytes to the pool's free space).
-    pub(crate) fn sweep(&mut self, sweep: Sweep, mut release: impl FnMut(Slice)) {
+    /// `release` (which returns its bytes to the pool's free space) before dropping it.
+    pub(crate) fn sweep(&mut self, sweep: Sweep, mut release: impl FnMut(&Slice)) {
         let len = self.slots.len();
         if len == 0 {
             return;
         }
         let visits = match sweep {
+            Sweep::Slot { index, id } => {
+                self.release_one(index as usize, id, &mut release);
+                return;
+            }
             Sweep::Step => SWEEP_STEP.min(len),
             Sweep::Poll => POLL_LIMIT.min(len),
             Sweep::CatchUp if self.catch_up_paid(len) => len,
@@ -194,24 +207,20 @@ impl SliceTable {
         {
             self.visits += visits;
         }
-        let mut remaining = visits;
-        while remaining > 0 {
-            if self.cursor >= len {
-                self.cursor = 0;
+        let mut index = if self.cursor >= len { 0 } else { self.cursor };
+        for _ in 0..visits {
+            if self.handles[index]
+                .as_ref()
+                .is_some_and(ManagedMemoryHandle::is_free)
+            {
+                self.release_slot(index, &mut release);
             }
-            let start = self.cursor;
-            let end = (start + remaining).min(len);
-            for index in start..end {
-                if self.handles[index]
-                    .as_ref()
-                    .is_some_and(ManagedMemoryHandle::is_free)
-                {
-                    self.release_slot(index, &mut release);
-                }
+            index += 1;
+            if index == len {
+                index = 0;
             }
-            remaining -= end - start;
-            self.cursor = end;
         }
+        self.cursor = index;
     }
 
     /// Whether a [`Sweep::CatchUp`] of a table of `len` slots visits every slot: the
@@ -220,15 +229,32 @@ impl SliceTable {
         len <= CATCH_UP_WHOLE || self.since_full.saturating_mul(CATCH_UP_RATIO) >= len
     }
 
+    /// Releases slot `index` if it holds the allocation `id` and every owner but the
+    /// pool let it go.
+    fn release_one(&mut self, index: usize, id: ManagedMemoryId, release: &mut impl FnMut(&Slice)) {
+        let unused = self
+            .handles
+            .get(index)
+            .and_then(Option::as_ref)
+            .is_some_and(|handle| handle.descriptor().id == id && handle.is_free());
+        if unused {
+            self.release_slot(index, release);
+        }
+    }
+
     /// Empties slot `index`, whose handle every owner let go, and hands its slice to
     /// `release`.
-    fn release_slot(&mut self, index: usize, release: &mut impl FnMut(Slice)) {
+    #[inline]
+    fn release_slot(&mut self, index: usize, release: &mut impl FnMut(&Slice)) {
         self.handles[index] = None;
-        if let Some(slice) = self.slots[index].take() {
-            self.vacant.push(index as u32);
+        if let Some(slice) = &self.slots[index] {
             // The allocation is gone: it carries its failures no more.
-            self.shed.extend(slice.taint.failures());
+            if !slice.taint.is_clean() {
+                self.shed.extend(slice.taint.failures());
+            }
             release(slice);
+            self.slots[index] = None;
+            self.vacant.push(index as u32);
         }
     }
 
@@ -304,6 +330,11 @@ impl SliceTable {
         for failure in self.shed.drain(..) {
             graph.untag(failure);
         }
+    }
+
+    /// Slots holding a slice (live, or dropped and not yet swept).
+    pub(crate) fn live(&self) -> usize {
+        self.slots.len() - self.vacant.len()
     }
 
     /// Count, in-use and padding bytes of the slices some handle or binding still holds.

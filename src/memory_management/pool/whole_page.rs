@@ -223,30 +223,46 @@ impl WholePagePool {
     pub(crate) fn sweep(&mut self, sweep: Sweep, now: u64) {
         let pages = &mut self.pages;
         self.slices
-            .sweep(sweep, |slice: Slice| pages.mark_free(slice.page, now));
+            .sweep(sweep, |slice: &Slice| pages.mark_free(slice.page, now));
     }
 
-    /// The periodic cleanup: gives back pages its [`Release`] rule says are unused.
-    pub(crate) fn cleanup_periodic<S: ComputeStorage>(&mut self, storage: &mut S, now: u64) {
+    /// Whether [`cleanup_periodic`](Self::cleanup_periodic) can ever give back a page.
+    pub(crate) fn releases_on_a_timer(&self) -> bool {
+        matches!(self.release, Release::AfterIdle(_) | Release::Immediately)
+    }
+
+    /// Whether the pool holds any page.
+    pub(crate) fn holds_pages(&self) -> bool {
+        self.pages.count() > 0
+    }
+
+    /// The periodic cleanup: gives back pages its [`Release`] rule says are unused, and
+    /// returns whether it gave back any (the caller then flushes the storage).
+    pub(crate) fn cleanup_periodic<S: ComputeStorage>(
+        &mut self,
+        storage: &mut S,
+        now: u64,
+    ) -> bool {
         match self.release {
             Release::AfterIdle(period) => {
                 // Checked every fifth of the period: a page goes back between one and
                 // 1.2 periods after it was freed, for O(pages / period) work per reservation.
                 if now.saturating_sub(self.last_idle_check) < (period / 5).max(1) {
-                    return;
+                    return false;
                 }
                 self.last_idle_check = now;
                 self.sweep(Sweep::All, now);
                 self.pages
-                    .release_where(storage, |page| now.saturating_sub(page.freed_at) >= period);
+                    .release_where(storage, |page| now.saturating_sub(page.freed_at) >= period)
+                    > 0
             }
             // Runs on every reservation, so the sweep is the bounded catch-up: with
             // more than 1024 slots a freed page may wait a few reservations.
             Release::Immediately if self.pages.count() > 0 => {
                 self.sweep(Sweep::CatchUp, now);
-                self.pages.release_where(storage, |_| true);
+                self.pages.release_where(storage, |_| true) > 0
             }
-            _ => {}
+            _ => false,
         }
     }
 

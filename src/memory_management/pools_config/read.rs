@@ -41,15 +41,15 @@ pub fn parse_memory_config(toml_text: &str) -> Result<MemoryConfig, PoolConfigEr
 /// Reads the memory configuration of the process, if there is one.
 ///
 /// Reads the file named by the `WGPU_MEMORY_CONFIG` environment variable when it is set
-/// and not empty (an empty value counts as unset), else `wgpu-memory.toml` in the
-/// current directory when that exists.
+/// and not empty (an empty value counts as unset: it names no file), else
+/// `wgpu-memory.toml` in the current directory when that exists.
 ///
 /// # Errors
 ///
 /// [`PoolConfigError::Io`] when `WGPU_MEMORY_CONFIG` names a file that cannot be read
 /// (a missing file included), or `wgpu-memory.toml` exists but cannot be read; any error
 /// of [`parse_memory_config`] for the file's text. Returns `Ok(None)` when the variable is
-/// unset and the default file does not exist.
+/// unset (or empty) and the default file does not exist.
 pub fn load_memory_config() -> Result<Option<MemoryConfig>, PoolConfigError> {
     load_from_sources(
         std::env::var_os(CONFIG_PATH_VAR),
@@ -74,7 +74,7 @@ pub(super) fn load_from_sources(
     explicit: Option<OsString>,
     default_file: &Path,
 ) -> Result<Option<MemoryConfig>, PoolConfigError> {
-    // An empty value counts as unset: `WGPU_MEMORY_CONFIG=` is how a shell clears it.
+    // An empty value names no file (issue 12, item 7: it tried to open "").
     if let Some(path) = explicit.filter(|path| !path.is_empty()) {
         return load_memory_config_from(Path::new(&path)).map(Some);
     }

@@ -1,11 +1,12 @@
 //! C05: an upload padded to whole words never spills into the neighbouring slice.
 //!
-//! The device's alignment is its `min_storage_buffer_offset_alignment` (the scenario
-//! assumes 32). Whether B directly follows A in the same page is checked through
-//! `Client::resource` and printed, not asserted, since it depends on the adapter and the
-//! layout: on lavapipe (alignment 32) with a fresh client's default layout, A is at
-//! offset 0 and B at offset 64 of the same page, so B is A's neighbour, as in the
-//! scenario. The contents are asserted either way.
+//! The scenario needs B to be A's neighbour: in the same page, right after A's aligned
+//! slice. A fresh client places its first two small reservations that way on any
+//! adapter (the first two slices of the default layout's small pool: A at the start of
+//! a page, B at A's size rounded up to the device's alignment, its
+//! `min_storage_buffer_offset_alignment`, which the scenario assumes is 32). The layout
+//! is asserted first, so a change that separated them would fail here rather than test
+//! nothing; then the contents.
 
 use crate::device::fresh;
 
@@ -16,13 +17,19 @@ fn padded_upload(a_len: usize) {
     let b = client.empty(64).unwrap();
 
     let (ra, rb) = (client.resource(&a).unwrap(), client.resource(&b).unwrap());
-    let neighbours = ra.buffer == rb.buffer
-        && rb.offset == ra.offset + (a_len as u64).next_multiple_of(alignment);
-    eprintln!(
-        "c05 ({a_len} bytes): alignment {alignment}, A at {}, B at {}, same page {}, B right after A: {neighbours}",
-        ra.offset,
-        rb.offset,
+    assert!(
         ra.buffer == rb.buffer,
+        "c05 ({a_len} bytes): A and B share a page"
+    );
+    assert_eq!(
+        rb.offset,
+        ra.offset + (a_len as u64).next_multiple_of(alignment),
+        "c05 ({a_len} bytes): B starts right after A's slice (alignment {alignment})"
+    );
+    assert_eq!(
+        (ra.size, rb.size),
+        (a_len as u64, 64),
+        "c05 ({a_len} bytes): each binding is its requested size"
     );
     drop((ra, rb));
 

@@ -369,21 +369,30 @@ fn fitting_block_behind_the_bin_head_is_found() {
     assert_eq!(tlsf.allocate(1012), None);
 }
 
-/// `has_exact_fit` answers for free blocks of exactly the size, and changes nothing.
+/// `has_close_fit` answers for a free block in the request's own bin (less than a bin's
+/// width, 1/32 of the size, above the request), and changes nothing.
 #[test]
-fn exact_fit_is_seen_only_for_a_free_block_of_that_size() {
+fn close_fit_is_seen_only_for_a_free_block_in_the_requests_bin() {
     let mut tlsf = Tlsf::new(16);
     tlsf.add_region(0, 4096);
     let _a = tlsf.allocate(256).unwrap();
-    let b = tlsf.allocate(512).unwrap();
+    let b = tlsf.allocate(1040).unwrap();
     let _c = tlsf.allocate(256).unwrap();
-    assert!(!tlsf.has_exact_fit(512), "b is still allocated");
+    assert!(!tlsf.has_close_fit(1040), "b is still allocated");
     assert!(tlsf.free(b.id));
     let free_before = tlsf.free_bytes();
-    assert!(tlsf.has_exact_fit(512), "b's block is free");
-    assert!(tlsf.has_exact_fit(3072), "the tail");
-    assert!(!tlsf.has_exact_fit(256), "no 256-byte block is free");
-    assert!(!tlsf.has_exact_fit(0), "0 is one granule; none is free");
+    assert!(tlsf.has_close_fit(1040), "b's block is free");
+    assert!(
+        tlsf.has_close_fit(1024),
+        "1040 is in 1024's bin, [1024, 1056)"
+    );
+    assert!(
+        !tlsf.has_close_fit(1056),
+        "larger than every block of its bin"
+    );
+    assert!(!tlsf.has_close_fit(512), "1040 is past 512's bin");
+    assert!(tlsf.has_close_fit(2544), "the tail");
+    assert!(!tlsf.has_close_fit(0), "0 is one granule; none is free");
     assert_eq!(tlsf.free_bytes(), free_before);
-    assert_eq!(tlsf.free_ranges(0), vec![(256, 512), (1024, 3072)]);
+    assert_eq!(tlsf.free_ranges(0), vec![(256, 1040), (1552, 2544)]);
 }
