@@ -187,8 +187,12 @@ impl Client {
         &self.shared.device
     }
 
-    /// The queue.
+    /// The queue, for the application's own submissions. Submits the client's recorded
+    /// work first, so that what the application submits next runs after every create,
+    /// write and launch made before this call (wgpu orders work by submission). A failed
+    /// submit is kept as the outputs' claims (see [`flush`](Self::flush)).
     pub fn queue(&self) -> &wgpu::Queue {
+        let _ = self.flush();
         &self.shared.queue
     }
 
@@ -508,10 +512,15 @@ impl Client {
     }
 
     /// Where `handle`'s bytes are, for the application's own bind groups and copies.
+    /// Submits the client's recorded work first, so that the application's own
+    /// submissions made after this call see every earlier write and launch.
     ///
     /// # Errors
-    /// [`ClientError::Memory`] for a stale handle.
+    /// [`ClientError::Memory`] for a stale handle; [`ClientError::ForeignHandle`] for a
+    /// handle of another client; [`ClientError::DeviceLost`] or [`ClientError::Wgpu`] when
+    /// the recorded work cannot be submitted.
     pub fn resource(&self, handle: &Handle) -> Result<HandleResource, ClientError> {
+        self.flush()?;
         self.shared.server.lock().resource(handle)
     }
 

@@ -114,3 +114,29 @@ fn out_of_bounds_write_is_an_error() {
         "{error}"
     );
 }
+
+/// The application's own submission after `Client::queue` runs after the client's
+/// recorded writes (the client submits them first).
+#[test]
+fn the_applications_own_copy_sees_the_clients_recorded_write() {
+    let Some(client) = crate::device::fresh() else {
+        return;
+    };
+    let source = client.create(&[5; 256]).unwrap();
+    // Over 64 KiB: a page of another pool (a copy within one buffer is refused by wgpu).
+    let target = client.create(&[0; 128 << 10]).unwrap();
+    let from = client.resource(&source).unwrap();
+    let to = client.resource(&target).unwrap();
+    client.write(&source, 0, &[6; 256]).unwrap();
+    let mut encoder = client
+        .device()
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+    encoder.copy_buffer_to_buffer(&from.buffer, from.offset, &to.buffer, to.offset, 256);
+    client.queue().submit([encoder.finish()]);
+    assert_eq!(client.read_blocking(&target).unwrap()[..256], [6; 256]);
+    assert!(
+        client.uncaptured_errors().is_empty(),
+        "{:?}",
+        client.uncaptured_errors()
+    );
+}
