@@ -61,6 +61,8 @@ struct Shared {
     lost: DeviceLoss,
     /// Upload staging bytes submitted and not yet mapped again.
     uploads_in_flight: Arc<AtomicU64>,
+    /// When the client was made: history and snapshot times count from here.
+    started: std::time::Instant,
 }
 
 const _: () = {
@@ -127,6 +129,7 @@ impl Client {
                 uncaptured,
                 lost,
                 uploads_in_flight,
+                started: std::time::Instant::now(),
             }),
         }
     }
@@ -519,6 +522,29 @@ impl Client {
     /// `"staging"`. Display it with [`MemorySummary`](crate::report::MemorySummary).
     pub fn memory_report(&self) -> MemoryReport {
         self.shared.server.lock().memory_report()
+    }
+
+    /// Every page of every memory (`"main"`, then the readback staging `"staging"` and
+    /// the upload staging `"upload"`), each live slice in it (offset, requested size,
+    /// padding, allocation id), and the memory report, taken together under the client's
+    /// lock. Write it with [`MemorySnapshot::to_json`](crate::report::MemorySnapshot::to_json);
+    /// draw it with `examples/memory_viz`.
+    ///
+    /// Its slices sum to the report's numbers, memory by memory, and no two live slices
+    /// overlap ([`check`](crate::report::MemorySnapshot::check),
+    /// [`check_report`](crate::report::MemorySnapshot::check_report)). Times are µs since
+    /// the client was made.
+    ///
+    /// # Complexity
+    /// O(pages + slices held); the lock is held for the whole walk.
+    pub fn memory_snapshot(&self) -> crate::report::MemorySnapshot {
+        let server = self.shared.server.lock();
+        server.memory_snapshot(self.elapsed_us())
+    }
+
+    /// µs since the client was made (saturating).
+    fn elapsed_us(&self) -> u64 {
+        u64::try_from(self.shared.started.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
     /// Installs a new pool layout in the main memory: resolves `config` against the

@@ -24,6 +24,7 @@ mod read_bytes;
 mod read_plan;
 mod readback;
 mod reflection;
+mod snapshot;
 mod transfer;
 mod upload;
 
