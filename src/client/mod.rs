@@ -10,6 +10,7 @@
 #[cfg(test)]
 mod batch_tests;
 mod config;
+mod history;
 mod mode;
 mod ring;
 
@@ -18,14 +19,17 @@ pub use crate::server::{
     MAX_IN_FLIGHT, MAX_PIPELINES, ReadBytes, SHARED_WRITE, SubmitPolicy,
 };
 pub use config::{load_submit_policy, parse_submit_policy};
+pub(crate) use history::FreeRecord;
 pub use mode::ModeWindow;
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,
     load_memory_config,
 };
+use crate::report::{EventKind, HistoryEvent, MemorySnapshot};
 use crate::server::{DeviceLoss, PendingMap, Poller, ReadFuture, Server, copy_bytes};
 use crate::storage::wgpu_storage::limits::storage_memory_properties;
+use history::History;
 use parking_lot::{Mutex, ReentrantMutex};
 use ring::Ring;
 use std::sync::Arc;
@@ -61,8 +65,9 @@ struct Shared {
     lost: DeviceLoss,
     /// Upload staging bytes submitted and not yet mapped again.
     uploads_in_flight: Arc<AtomicU64>,
-    /// When the client was made: history and snapshot times count from here.
-    started: std::time::Instant,
+    /// The history ring, label scopes and live allocations' labels (their own mutex:
+    /// a handle's last clone records its free without the server's lock).
+    history: Arc<Mutex<History>>,
 }
 
 const _: () = {
@@ -129,7 +134,7 @@ impl Client {
                 uncaptured,
                 lost,
                 uploads_in_flight,
-                started: std::time::Instant::now(),
+                history: Arc::new(Mutex::new(History::new(0))),
             }),
         }
     }
@@ -223,8 +228,12 @@ impl Client {
         self.before_upload();
         let (handle, due) = {
             let mut server = self.shared.server.lock();
-            let handle = server.empty(size)?;
+            let handle = self.record_failure(size, server.empty(size))?;
             server.write_with(&handle, 0, size, fill)?;
+            let handle = self.reserved(handle);
+            self.record(EventKind::Upload, size, |event| {
+                event.id = Some(handle.memory.descriptor().id.value as u64)
+            });
             (handle, server.submit_due())
         };
         if due {
@@ -240,7 +249,9 @@ impl Client {
     /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Reserve`] when
     /// the memory cannot hold it.
     pub fn empty(&self, size: u64) -> Result<Handle, ClientError> {
-        self.shared.server.lock().empty(size)
+        let mut server = self.shared.server.lock();
+        let handle = self.record_failure(size, server.empty(size))?;
+        Ok(self.reserved(handle))
     }
 
     /// Writes `data` at byte `offset` of `handle`, ordered after every launch and write
@@ -274,6 +285,9 @@ impl Client {
         let due = {
             let mut server = self.shared.server.lock();
             server.write_with(handle, offset, size, fill)?;
+            self.record(EventKind::Upload, size, |event| {
+                event.id = Some(handle.memory.descriptor().id.value as u64)
+            });
             server.submit_due()
         };
         if due {
@@ -430,6 +444,8 @@ impl Client {
         let (plan, batch) = {
             let mut server = self.shared.server.lock();
             let plan = server.start_read(parts)?;
+            let bytes = parts.iter().map(|(_, _, len)| len).sum();
+            self.record(EventKind::Readback, bytes, |_| {});
             let batch = plan.as_ref().and_then(|_| server.take_batch());
             (plan, batch)
         };
@@ -499,9 +515,15 @@ impl Client {
     ) -> Result<(), ClientError> {
         let launched = {
             let mut server = self.shared.server.lock();
-            server
+            let launched = server
                 .launch(kernel, workgroups, handles)
-                .map(|()| server.submit_due())
+                .map(|()| server.submit_due());
+            if launched.is_ok() {
+                self.record(EventKind::Launch, 0, |event| {
+                    event.label = Some(kernel.label.to_string())
+                });
+            }
+            launched
         };
         let due = launched.map_err(|error| self.lost_or(error))?;
         if due {
@@ -537,14 +559,126 @@ impl Client {
     ///
     /// # Complexity
     /// O(pages + slices held); the lock is held for the whole walk.
-    pub fn memory_snapshot(&self) -> crate::report::MemorySnapshot {
+    ///
+    /// With history on ([`record_history`](Self::record_history)) it carries the ring's
+    /// events, and each slice reserved while history was on carries its label and age.
+    pub fn memory_snapshot(&self) -> MemorySnapshot {
         let server = self.shared.server.lock();
-        server.memory_snapshot(self.elapsed_us())
+        let history = self.shared.history.lock();
+        let taken_us = history.now_us();
+        let mut snapshot = server.memory_snapshot(taken_us);
+        let (events, dropped) = history.events();
+        snapshot.history = events;
+        snapshot.history_dropped = dropped;
+        for slice in snapshot
+            .memories
+            .iter_mut()
+            .filter(|memory| memory.name == crate::report::MAIN_MEMORY)
+            .flat_map(|memory| &mut memory.pools)
+            .flat_map(|pool| &mut pool.pages)
+            .flat_map(|page| &mut page.slices)
+        {
+            if let Some((label, at)) = slice.id.and_then(|id| history.live.get(&id)) {
+                slice.label = label.clone();
+                slice.age_us = Some(taken_us.saturating_sub(*at));
+            }
+        }
+        snapshot
     }
 
-    /// µs since the client was made (saturating).
-    fn elapsed_us(&self) -> u64 {
-        u64::try_from(self.shared.started.elapsed().as_micros()).unwrap_or(u64::MAX)
+    /// Records at most `events` history events from now on, in a ring that keeps the
+    /// newest (memory bounded by `events`); 0 turns history off and drops what it held.
+    /// Changing the bound keeps the newest events that fit.
+    ///
+    /// Recorded: each reservation ([`EventKind::Reserve`]: requested bytes, allocation
+    /// id, label), its free when the last clone of its [`Handle`] is dropped
+    /// ([`EventKind::Free`], same bytes and label), uploads and readbacks (bytes),
+    /// launches (kernel label), cleanups (bytes released), installs and out-of-memory
+    /// failures. Times are µs since the client was made. Handles made while history is
+    /// off record no free.
+    pub fn record_history(&self, events: usize) {
+        let mut history = self.shared.history.lock();
+        history.set_capacity(events);
+        if events == 0 {
+            let dropped = std::mem::take(&mut history.live);
+            drop(history);
+            drop(dropped);
+        }
+    }
+
+    /// Opens a label scope: reservations made while the returned guard lives carry
+    /// `name` (nested scopes join as `"outer/inner"`) in their history events and
+    /// snapshot slices. Dropping the guard closes it and every scope opened inside it.
+    ///
+    /// Scopes belong to the client, not to a thread: a reservation on another thread
+    /// while a scope is open carries its label too. Labels are kept only while history
+    /// is on ([`record_history`](Self::record_history)).
+    pub fn label(&self, name: &str) -> LabelScope {
+        let depth = self.shared.history.lock().labels.push(name);
+        LabelScope {
+            history: self.shared.history.clone(),
+            depth,
+        }
+    }
+
+    /// The history ring's events, oldest first (empty while history is off).
+    pub fn history(&self) -> Vec<HistoryEvent> {
+        self.shared.history.lock().events().0
+    }
+
+    /// Records an event of `kind`, when history is on.
+    fn record(&self, kind: EventKind, bytes: u64, fill: impl FnOnce(&mut HistoryEvent)) {
+        self.shared.history.lock().push(kind, bytes, fill);
+    }
+
+    /// Records a new handle's reservation and gives it the record of its free, when
+    /// history is on.
+    fn reserved(&self, mut handle: Handle) -> Handle {
+        let mut history = self.shared.history.lock();
+        if !history.on() {
+            return handle;
+        }
+        let id = handle.memory.descriptor().id.value as u64;
+        let label = history.labels.current().map(str::to_string);
+        let now = history.now_us();
+        history.live.insert(id, (label.clone(), now));
+        let event_label = label.clone();
+        history.push(EventKind::Reserve, handle.size, |event| {
+            event.id = Some(id);
+            event.label = event_label;
+        });
+        handle.free_record = Some(FreeRecord::new(
+            &self.shared.history,
+            handle.size,
+            id,
+            label,
+        ));
+        handle
+    }
+
+    /// Records an out-of-memory failure of a reservation of `bytes`, when `error` is one.
+    fn record_failure<T>(
+        &self,
+        bytes: u64,
+        result: Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        if let Err(ClientError::Reserve(error)) = &result
+            && matches!(
+                error,
+                crate::memory_management::ReserveError::OutOfMemory { .. }
+                    | crate::memory_management::ReserveError::PoolCapacityExceeded { .. }
+            )
+        {
+            let label = self
+                .shared
+                .history
+                .lock()
+                .labels
+                .current()
+                .map(str::to_string);
+            self.record(EventKind::OutOfMemory, bytes, |event| event.label = label);
+        }
+        result
     }
 
     /// Installs a new pool layout in the main memory: resolves `config` against the
@@ -557,7 +691,12 @@ impl Client {
     /// pools (the old layout stays; retry after dropping them).
     pub fn install_memory_pools(&self, config: &MemoryPoolsConfig) -> Result<(), ClientError> {
         let layout = config.resolve(&storage_memory_properties(&self.device().limits()))?;
-        self.shared.server.lock().install(layout)
+        let mut server = self.shared.server.lock();
+        let before = reserved_bytes(&server.memory_report());
+        server.install(layout)?;
+        let dropped = before.saturating_sub(reserved_bytes(&server.memory_report()));
+        self.record(EventKind::Install, dropped, |_| {});
+        Ok(())
     }
 
     /// Records the memory report under `label` (what the program was doing: `"model
@@ -593,7 +732,11 @@ impl Client {
     pub fn cleanup(&self) {
         let _ = self.flush();
         self.poll(wgpu::PollType::Poll);
-        self.shared.server.lock().cleanup()
+        let mut server = self.shared.server.lock();
+        let before = reserved_bytes(&server.memory_report());
+        server.cleanup();
+        let released = before.saturating_sub(reserved_bytes(&server.memory_report()));
+        self.record(EventKind::Cleanup, released, |_| {});
     }
 
     /// Submits the recorded work and waits until everything submitted is done (an
@@ -655,4 +798,42 @@ impl Client {
     pub fn uncaptured_errors(&self) -> Vec<String> {
         self.shared.uncaptured.lock().to_vec()
     }
+}
+
+/// A label scope opened by [`Client::label`]; dropping it closes the scope (and any
+/// scope opened inside it that is still open).
+#[must_use = "the scope closes when the guard is dropped"]
+pub struct LabelScope {
+    history: Arc<Mutex<History>>,
+    depth: usize,
+}
+
+impl core::fmt::Debug for LabelScope {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("LabelScope")
+            .field("depth", &self.depth)
+            .finish()
+    }
+}
+
+impl Drop for LabelScope {
+    fn drop(&mut self) {
+        self.history.lock().labels.truncate(self.depth);
+    }
+}
+
+/// Bytes of every page of every memory in `report`.
+fn reserved_bytes(report: &MemoryReport) -> u64 {
+    report
+        .streams
+        .iter()
+        .map(|stream| {
+            stream.pools.usage().bytes_reserved
+                + stream
+                    .auxiliary
+                    .iter()
+                    .map(|aux| aux.pools.usage().bytes_reserved)
+                    .sum::<u64>()
+        })
+        .sum()
 }

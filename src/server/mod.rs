@@ -134,6 +134,7 @@ impl Server {
             memory,
             size,
             owner: self.id,
+            free_record: None,
         })
     }
 
