@@ -717,6 +717,7 @@ fn sample_config() -> MemoryConfig {
             },
             MemoryPoolConfig::Direct { reclaim_at: None },
         ])),
+        history: None,
     }
 }
 
@@ -726,11 +727,16 @@ fn valid_config_round_trips_through_toml() {
         sample_config(),
         MemoryConfig {
             pools: Some(MemoryPoolsConfig::Preset(MemoryPoolsPreset::Adaptive)),
+            history: None,
         },
         MemoryConfig {
             pools: Some(MemoryPoolsConfig::Preset(MemoryPoolsPreset::ExclusivePages)),
+            history: None,
         },
-        MemoryConfig { pools: None },
+        MemoryConfig {
+            pools: None,
+            history: None,
+        },
     ] {
         // As a whole file, read back by `parse_memory_config`.
         let file = toml::to_string(&File { memory: &config }).expect("serialize file");
@@ -783,6 +789,7 @@ fn load_from_a_file() {
                     dealloc_period: None,
                 }
             ])),
+            history: None,
         })
     );
 }

@@ -144,7 +144,8 @@ impl Client {
     /// (or the backends named in `WGPU_BACKEND`) with its own limits, and makes a
     /// client over it, laid out by the `memory.pools` config when one is found (the file
     /// named by `WGPU_MEMORY_CONFIG`, else `wgpu-memory.toml` in the working directory),
-    /// else by the default (adaptive) layout.
+    /// else by the default (adaptive) layout. A `memory.history = N` there turns history
+    /// on from the start, as [`record_history`](Self::record_history)`(N)` does.
     ///
     /// # Errors
     /// [`ClientError::Config`] when the config cannot be read or is invalid;
@@ -155,7 +156,8 @@ impl Client {
     }
 
     async fn open_default_async() -> Result<Self, ClientError> {
-        let pools = load_memory_config()?.and_then(|config| config.pools);
+        let config = load_memory_config()?.unwrap_or_default();
+        let (pools, history) = (config.pools, config.history);
         let policy = load_submit_policy()?;
         // Vulkan, Metal and DX12 (lavapipe is Vulkan); `WGPU_BACKEND` overrides.
         let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
@@ -182,6 +184,9 @@ impl Client {
         };
         let client = Self::with_layout(device, queue, Some(adapter.get_info()), layout);
         client.set_submit_policy(policy);
+        if let Some(events) = history {
+            client.record_history(events);
+        }
         Ok(client)
     }
 
