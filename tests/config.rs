@@ -718,6 +718,7 @@ fn sample_config() -> MemoryConfig {
             MemoryPoolConfig::Direct { reclaim_at: None },
         ])),
         history: None,
+        oom_snapshot: None,
     }
 }
 
@@ -728,14 +729,17 @@ fn valid_config_round_trips_through_toml() {
         MemoryConfig {
             pools: Some(MemoryPoolsConfig::Preset(MemoryPoolsPreset::Adaptive)),
             history: None,
+            oom_snapshot: None,
         },
         MemoryConfig {
             pools: Some(MemoryPoolsConfig::Preset(MemoryPoolsPreset::ExclusivePages)),
             history: None,
+            oom_snapshot: None,
         },
         MemoryConfig {
             pools: None,
             history: None,
+            oom_snapshot: None,
         },
     ] {
         // As a whole file, read back by `parse_memory_config`.
@@ -790,6 +794,7 @@ fn load_from_a_file() {
                 }
             ])),
             history: None,
+            oom_snapshot: None,
         })
     );
 }

@@ -10,7 +10,6 @@
 #[cfg(test)]
 mod batch_tests;
 mod config;
-mod history;
 mod mode;
 mod ring;
 
@@ -19,7 +18,6 @@ pub use crate::server::{
     MAX_IN_FLIGHT, MAX_PIPELINES, ReadBytes, SHARED_WRITE, SubmitPolicy,
 };
 pub use config::{load_submit_policy, parse_submit_policy};
-pub(crate) use history::FreeRecord;
 pub use mode::ModeWindow;
 
 use crate::memory_management::{
@@ -28,8 +26,8 @@ use crate::memory_management::{
 };
 use crate::report::{EventKind, HistoryEvent, MemorySnapshot};
 use crate::server::{DeviceLoss, PendingMap, Poller, ReadFuture, Server, copy_bytes};
+use crate::server::{FreeRecord, History};
 use crate::storage::wgpu_storage::limits::storage_memory_properties;
-use history::History;
 use parking_lot::{Mutex, ReentrantMutex};
 use ring::Ring;
 use std::sync::Arc;
@@ -68,6 +66,8 @@ struct Shared {
     /// The history ring, label scopes and live allocations' labels (their own mutex:
     /// a handle's last clone records its free without the server's lock).
     history: Arc<Mutex<History>>,
+    /// Where a main-memory out-of-memory writes the snapshot, if anywhere.
+    oom_snapshot: Mutex<Option<std::path::PathBuf>>,
 }
 
 const _: () = {
@@ -135,6 +135,7 @@ impl Client {
                 lost,
                 uploads_in_flight,
                 history: Arc::new(Mutex::new(History::new(0))),
+                oom_snapshot: Mutex::new(None),
             }),
         }
     }
@@ -145,7 +146,8 @@ impl Client {
     /// client over it, laid out by the `memory.pools` config when one is found (the file
     /// named by `WGPU_MEMORY_CONFIG`, else `wgpu-memory.toml` in the working directory),
     /// else by the default (adaptive) layout. A `memory.history = N` there turns history
-    /// on from the start, as [`record_history`](Self::record_history)`(N)` does.
+    /// on from the start, as [`record_history`](Self::record_history)`(N)` does; a
+    /// `memory.oom_snapshot = "path"` sets [`set_oom_snapshot`](Self::set_oom_snapshot).
     ///
     /// # Errors
     /// [`ClientError::Config`] when the config cannot be read or is invalid;
@@ -157,7 +159,7 @@ impl Client {
 
     async fn open_default_async() -> Result<Self, ClientError> {
         let config = load_memory_config()?.unwrap_or_default();
-        let (pools, history) = (config.pools, config.history);
+        let (pools, history, oom_snapshot) = (config.pools, config.history, config.oom_snapshot);
         let policy = load_submit_policy()?;
         // Vulkan, Metal and DX12 (lavapipe is Vulkan); `WGPU_BACKEND` overrides.
         let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
@@ -187,6 +189,7 @@ impl Client {
         if let Some(events) = history {
             client.record_history(events);
         }
+        client.set_oom_snapshot(oom_snapshot);
         Ok(client)
     }
 
@@ -231,15 +234,24 @@ impl Client {
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<Handle, ClientError> {
         self.before_upload();
-        let (handle, due) = {
+        let mut main_failed = false;
+        let created = (|| {
             let mut server = self.shared.server.lock();
-            let handle = self.record_failure(size, server.empty(size))?;
+            let handle = self
+                .record_failure(size, server.empty(size))
+                .inspect_err(|_| main_failed = true)?;
             server.write_with(&handle, 0, size, fill)?;
             let handle = self.reserved(handle);
             self.record(EventKind::Upload, size, |event| {
                 event.id = Some(handle.memory.descriptor().id.value as u64)
             });
-            (handle, server.submit_due())
+            Ok((handle, server.submit_due()))
+        })();
+        // The server's lock is released: the snapshot takes it again.
+        let (handle, due) = if main_failed {
+            self.snapshot_on_oom(created)?
+        } else {
+            created?
         };
         if due {
             self.flush()?;
@@ -254,8 +266,11 @@ impl Client {
     /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Reserve`] when
     /// the memory cannot hold it.
     pub fn empty(&self, size: u64) -> Result<Handle, ClientError> {
-        let mut server = self.shared.server.lock();
-        let handle = self.record_failure(size, server.empty(size))?;
+        let reserved = {
+            let mut server = self.shared.server.lock();
+            self.record_failure(size, server.empty(size))
+        };
+        let handle = self.snapshot_on_oom(reserved)?;
         Ok(self.reserved(handle))
     }
 
@@ -608,6 +623,45 @@ impl Client {
             let dropped = std::mem::take(&mut history.live);
             drop(history);
             drop(dropped);
+        }
+    }
+
+    /// Where a main-memory reservation that runs out of room (out of device memory, or
+    /// capped pools full) writes the memory snapshot of that moment, as JSON; `None`
+    /// writes none. The error is then [`ClientError::OutOfMemorySnapshot`], naming the
+    /// file. Each such failure overwrites the file. Also set by `[memory] oom_snapshot`.
+    pub fn set_oom_snapshot(&self, path: Option<std::path::PathBuf>) {
+        *self.shared.oom_snapshot.lock() = path;
+    }
+
+    /// `result`, or, for a main-memory reservation out of room while an out-of-memory
+    /// snapshot path is set, the error naming the snapshot written there. Takes the
+    /// server's lock: call it without holding it.
+    fn snapshot_on_oom<T>(&self, result: Result<T, ClientError>) -> Result<T, ClientError> {
+        let error = match result {
+            Err(ClientError::Reserve(
+                error @ (crate::memory_management::ReserveError::OutOfMemory { .. }
+                | crate::memory_management::ReserveError::PoolCapacityExceeded { .. }),
+            )) => error,
+            other => return other,
+        };
+        let Some(path) = self.shared.oom_snapshot.lock().clone() else {
+            return Err(ClientError::Reserve(error));
+        };
+        let written = self
+            .memory_snapshot()
+            .to_json()
+            .map_err(|e| e.to_string())
+            .and_then(|json| std::fs::write(&path, json).map_err(|e| e.to_string()));
+        match written {
+            Ok(()) => Err(ClientError::OutOfMemorySnapshot {
+                error: Box::new(error),
+                snapshot: path,
+            }),
+            Err(message) => {
+                tracing::error!(path = %path.display(), %message, "writing the out-of-memory snapshot failed");
+                Err(ClientError::Reserve(error))
+            }
         }
     }
 

@@ -15,7 +15,7 @@ pub struct Handle {
     pub(crate) owner: u64,
     /// Shared by every clone while the client records history: dropped with the last
     /// clone, it records the allocation's free. `None` when history was off.
-    pub(crate) free_record: Option<std::sync::Arc<crate::client::FreeRecord>>,
+    pub(crate) free_record: Option<std::sync::Arc<super::FreeRecord>>,
 }
 
 impl Handle {

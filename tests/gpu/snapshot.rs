@@ -186,3 +186,52 @@ fn a_label_scope_labels_exactly_the_reservations_inside_it() {
     assert_eq!(slice_label(&before), None);
     assert_eq!(slice_label(&after), None);
 }
+
+/// With an out-of-memory snapshot path set, a main reservation that finds its only,
+/// capped pool full writes the snapshot there and the error names the file; the
+/// snapshot holds the allocations that filled the pool. Without a path the error is the
+/// plain reservation error.
+#[test]
+fn out_of_memory_writes_the_snapshot_and_names_it() {
+    let Some(client) = fresh() else { return };
+    let capped = r#"
+[memory]
+pools = [{ type = "sliced", page_size = "64 KiB", max_slice_size = "64 KiB", max_pool_size = "128 KiB" }]
+"#;
+    let pools = wgpu_memory::memory_management::parse_memory_config(capped)
+        .unwrap()
+        .pools
+        .unwrap();
+    client.install_memory_pools(&pools).unwrap();
+    let full = [client.empty(60_000).unwrap(), client.empty(60_000).unwrap()];
+
+    match client.empty(60_000) {
+        Err(wgpu_memory::ClientError::Reserve(_)) => {}
+        other => panic!("expected a plain reservation error, got {other:?}"),
+    }
+    let path = std::env::temp_dir().join(format!("oom-snapshot-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    client.set_oom_snapshot(Some(path.clone()));
+    let error = client
+        .create(&[1; 60_000])
+        .expect_err("the capped pool is full");
+    match &error {
+        wgpu_memory::ClientError::OutOfMemorySnapshot { snapshot, .. } => {
+            assert_eq!(snapshot, &path)
+        }
+        other => panic!("expected the snapshot error, got {other:?}"),
+    }
+    assert!(
+        error.to_string().contains(&path.display().to_string()),
+        "{error}"
+    );
+    let snapshot = MemorySnapshot::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    snapshot.check().unwrap();
+    snapshot.check_report().unwrap();
+    let main = snapshot.memory(MAIN_MEMORY).unwrap();
+    assert_eq!(main.totals().slices, 2);
+    assert_eq!(main.totals().bytes_in_use, 120_000);
+    assert_eq!(main.pools[0].pages.len(), 2);
+    drop(full);
+}

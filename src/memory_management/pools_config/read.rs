@@ -97,7 +97,23 @@ pub(super) fn memory_config_from_table(memory: &Table) -> Result<MemoryConfig, P
     reject_unknown_keys(memory, None, MEMORY_FIELDS)?;
     let pools = memory.get("pools").map(pools_from_value).transpose()?;
     let history = memory.get("history").map(history_from_value).transpose()?;
-    Ok(MemoryConfig { pools, history })
+    let oom_snapshot = match memory.get("oom_snapshot") {
+        None => None,
+        Some(Value::String(path)) => Some(PathBuf::from(path)),
+        Some(other) => {
+            return Err(PoolConfigError::Toml {
+                message: format!(
+                    "`memory.oom_snapshot` must be a path (a string), found {}",
+                    other.type_str()
+                ),
+            });
+        }
+    };
+    Ok(MemoryConfig {
+        pools,
+        history,
+        oom_snapshot,
+    })
 }
 
 /// Reads `memory.history`: a number of events, 0 or more.

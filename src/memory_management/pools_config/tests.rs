@@ -102,6 +102,7 @@ fn absent_default_file_gives_none_and_present_one_is_read() {
         Ok(Some(MemoryConfig {
             pools: Some(MemoryPoolsConfig::Preset(MemoryPoolsPreset::ExclusivePages)),
             history: None,
+            oom_snapshot: None,
         }))
     );
     // The variable wins over the default file.
@@ -111,7 +112,8 @@ fn absent_default_file_gives_none_and_present_one_is_read() {
         load_from_sources(Some(other.into_os_string()), &default_file),
         Ok(Some(MemoryConfig {
             pools: None,
-            history: None
+            history: None,
+            oom_snapshot: None
         }))
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -126,6 +128,7 @@ fn huge_sizes_round_trip_as_strings() {
             },
         ])),
         history: None,
+        oom_snapshot: None,
     };
     let text = toml::to_string(&config).expect("serialize");
     let back: MemoryConfig = toml::from_str(&text).expect("deserialize");
@@ -169,6 +172,19 @@ fn history_is_a_number_of_events() {
             "{bad}: {error}"
         );
     }
+    let text = toml::to_string(&config).expect("serialize");
+    let back: MemoryConfig = toml::from_str(&text).expect("deserialize");
+    assert_eq!(back, config);
+}
+
+#[test]
+fn oom_snapshot_is_a_path() {
+    use super::parse_memory_config;
+    let config =
+        parse_memory_config("[memory]\noom_snapshot = \"/tmp/oom.json\"\n").expect("valid");
+    assert_eq!(config.oom_snapshot, Some(PathBuf::from("/tmp/oom.json")));
+    let error = parse_memory_config("[memory]\noom_snapshot = 3\n").expect_err("not a path");
+    assert!(error.to_string().contains("memory.oom_snapshot"), "{error}");
     let text = toml::to_string(&config).expect("serialize");
     let back: MemoryConfig = toml::from_str(&text).expect("deserialize");
     assert_eq!(back, config);
