@@ -215,7 +215,9 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Reserve`] when
-    /// the main or the upload staging memory cannot hold it; [`ClientError::Map`] when the
+    /// the main or the upload staging memory cannot hold it
+    /// ([`ClientError::OutOfMemorySnapshot`] instead when the main memory is out of room
+    /// and an out-of-memory snapshot path is set); [`ClientError::Map`] when the
     /// staging range is not mapped; [`ClientError::Wgpu`] when a due submit fails.
     pub fn create(&self, data: &[u8]) -> Result<Handle, ClientError> {
         self.create_with(data.len() as u64, |bytes| copy_bytes(bytes, data))
@@ -264,7 +266,9 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Reserve`] when
-    /// the memory cannot hold it.
+    /// the memory cannot hold it ([`ClientError::OutOfMemorySnapshot`] instead when it is
+    /// out of room and an out-of-memory snapshot path is set, see
+    /// [`set_oom_snapshot`](Self::set_oom_snapshot)).
     pub fn empty(&self, size: u64) -> Result<Handle, ClientError> {
         let reserved = {
             let mut server = self.shared.server.lock();
