@@ -18,4 +18,6 @@ pub mod report;
 mod server;
 pub mod storage;
 
-pub use client::{Client, ClientError, Handle, HandleResource, Kernel, ReadBytes, SubmitPolicy};
+pub use client::{
+    Client, ClientError, Handle, HandleResource, Kernel, LabelScope, ReadBytes, SubmitPolicy,
+};

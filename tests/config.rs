@@ -717,6 +717,8 @@ fn sample_config() -> MemoryConfig {
             },
             MemoryPoolConfig::Direct { reclaim_at: None },
         ])),
+        history: None,
+        oom_snapshot: None,
     }
 }
 
@@ -726,11 +728,19 @@ fn valid_config_round_trips_through_toml() {
         sample_config(),
         MemoryConfig {
             pools: Some(MemoryPoolsConfig::Preset(MemoryPoolsPreset::Adaptive)),
+            history: None,
+            oom_snapshot: None,
         },
         MemoryConfig {
             pools: Some(MemoryPoolsConfig::Preset(MemoryPoolsPreset::ExclusivePages)),
+            history: None,
+            oom_snapshot: None,
         },
-        MemoryConfig { pools: None },
+        MemoryConfig {
+            pools: None,
+            history: None,
+            oom_snapshot: None,
+        },
     ] {
         // As a whole file, read back by `parse_memory_config`.
         let file = toml::to_string(&File { memory: &config }).expect("serialize file");
@@ -783,6 +793,8 @@ fn load_from_a_file() {
                     dealloc_period: None,
                 }
             ])),
+            history: None,
+            oom_snapshot: None,
         })
     );
 }

@@ -3,24 +3,28 @@
 //!
 //! ```sh
 //! cargo run --release --example matmul -- [M K N]     # default 1024 1024 1024
+//! cargo run --release --example matmul -- --snapshot snapshot.json
 //! ```
 
 mod job;
 
 use job::Dims;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 use wgpu_memory::report::MemorySummary;
 use wgpu_memory::{Client, ClientError};
 
 const USAGE: &str = "\
-usage: matmul [M K N]
+usage: matmul [--snapshot FILE] [M K N]
 
 Multiplies an M x K matrix by a K x N matrix (f32) on the GPU through wgpu-memory's pools,
 compares every element with a CPU reference (relative tolerance 1e-4), and prints the
 adapter, GFLOP/s (after one warm-up run) and the memory report.
 
   M K N    matrix sizes, positive integers (default: 1024 1024 1024)
+  --snapshot FILE  record the memory history and write the memory snapshot (JSON) to
+                   FILE at the end; draw it with `cargo run --example memory_viz -- FILE`
   --help   this text
 
 Exits with status 1 on a mismatch (naming the first bad index and both values), 2 on bad
@@ -57,6 +61,13 @@ fn main() -> ExitCode {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
     }
+    let (snapshot, args) = match take_snapshot_arg(args) {
+        Ok(split) => split,
+        Err(message) => {
+            eprintln!("error: {message}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
     let dims = match parse_dims(&args) {
         Ok(dims) => dims,
         Err(message) => {
@@ -75,7 +86,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(&client, dims) {
+    if snapshot.is_some() {
+        client.record_history(HISTORY_EVENTS);
+    }
+    match run(&client, dims, snapshot) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(message) => {
@@ -85,7 +99,30 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(client: &Client, dims: Dims) -> Result<bool, ClientError> {
+/// History events kept while a snapshot is asked for.
+const HISTORY_EVENTS: usize = 100_000;
+
+/// Splits `--snapshot FILE` off the arguments.
+fn take_snapshot_arg(args: Vec<String>) -> Result<(Option<PathBuf>, Vec<String>), String> {
+    let mut snapshot = None;
+    let mut rest = Vec::new();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        if arg == "--snapshot" {
+            let file = args.next().ok_or("--snapshot needs a FILE")?;
+            snapshot = Some(PathBuf::from(file));
+        } else {
+            rest.push(arg);
+        }
+    }
+    Ok((snapshot, rest))
+}
+
+fn run(
+    client: &Client,
+    dims: Dims,
+    snapshot: Option<PathBuf>,
+) -> Result<bool, Box<dyn std::error::Error>> {
     if let Some(info) = client.adapter_info() {
         println!(
             "adapter: {} ({:?}, {:?})",
@@ -100,10 +137,16 @@ fn run(client: &Client, dims: Dims) -> Result<bool, ClientError> {
 
     // Warm-up: compiles the pipeline and fills the pools.
     let started = Instant::now();
-    let gpu = job::gpu_matmul(client, dims, &a, &b)?;
+    let gpu = {
+        let _scope = client.label("warm-up");
+        job::gpu_matmul(client, dims, &a, &b)?
+    };
     let warm_up = started.elapsed();
 
-    let (lhs, rhs, out) = job::upload(client, dims, &a, &b)?;
+    let (lhs, rhs, out) = {
+        let _scope = client.label("timed");
+        job::upload(client, dims, &a, &b)?
+    };
     let kernel = job::kernel(dims);
     // As many timed runs as fit in about two seconds (at least 1, at most 20): a GPU
     // does 20 in milliseconds, a software adapter needs seconds for one.
@@ -140,5 +183,12 @@ fn run(client: &Client, dims: Dims) -> Result<bool, ClientError> {
         job::RTOL
     );
     print!("{}", MemorySummary(&client.memory_report()));
+    if let Some(path) = snapshot {
+        let json = client.memory_snapshot().to_json()?;
+        std::fs::write(&path, json)
+            .map_err(|error| format!("writing {}: {error}", path.display()))?;
+        println!("snapshot: {}", path.display());
+    }
+    drop((lhs, rhs, out));
     Ok(true)
 }

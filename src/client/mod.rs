@@ -24,7 +24,9 @@ use crate::memory_management::{
     MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,
     load_memory_config,
 };
+use crate::report::{EventKind, HistoryEvent, MemorySnapshot};
 use crate::server::{DeviceLoss, PendingMap, Poller, ReadFuture, Server, copy_bytes};
+use crate::server::{FreeRecord, History};
 use crate::storage::wgpu_storage::limits::storage_memory_properties;
 use parking_lot::{Mutex, ReentrantMutex};
 use ring::Ring;
@@ -61,6 +63,11 @@ struct Shared {
     lost: DeviceLoss,
     /// Upload staging bytes submitted and not yet mapped again.
     uploads_in_flight: Arc<AtomicU64>,
+    /// The history ring, label scopes and live allocations' labels (their own mutex:
+    /// a handle's last clone records its free without the server's lock).
+    history: Arc<Mutex<History>>,
+    /// Where a main-memory out-of-memory writes the snapshot, if anywhere.
+    oom_snapshot: Mutex<Option<std::path::PathBuf>>,
 }
 
 const _: () = {
@@ -127,6 +134,8 @@ impl Client {
                 uncaptured,
                 lost,
                 uploads_in_flight,
+                history: Arc::new(Mutex::new(History::new(0))),
+                oom_snapshot: Mutex::new(None),
             }),
         }
     }
@@ -136,7 +145,9 @@ impl Client {
     /// (or the backends named in `WGPU_BACKEND`) with its own limits, and makes a
     /// client over it, laid out by the `memory.pools` config when one is found (the file
     /// named by `WGPU_MEMORY_CONFIG`, else `wgpu-memory.toml` in the working directory),
-    /// else by the default (adaptive) layout.
+    /// else by the default (adaptive) layout. A `memory.history = N` there turns history
+    /// on from the start, as [`record_history`](Self::record_history)`(N)` does; a
+    /// `memory.oom_snapshot = "path"` sets [`set_oom_snapshot`](Self::set_oom_snapshot).
     ///
     /// # Errors
     /// [`ClientError::Config`] when the config cannot be read or is invalid;
@@ -147,7 +158,8 @@ impl Client {
     }
 
     async fn open_default_async() -> Result<Self, ClientError> {
-        let pools = load_memory_config()?.and_then(|config| config.pools);
+        let config = load_memory_config()?.unwrap_or_default();
+        let (pools, history, oom_snapshot) = (config.pools, config.history, config.oom_snapshot);
         let policy = load_submit_policy()?;
         // Vulkan, Metal and DX12 (lavapipe is Vulkan); `WGPU_BACKEND` overrides.
         let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
@@ -174,6 +186,10 @@ impl Client {
         };
         let client = Self::with_layout(device, queue, Some(adapter.get_info()), layout);
         client.set_submit_policy(policy);
+        if let Some(events) = history {
+            client.record_history(events);
+        }
+        client.set_oom_snapshot(oom_snapshot);
         Ok(client)
     }
 
@@ -203,7 +219,9 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Reserve`] when
-    /// the main or the upload staging memory cannot hold it; [`ClientError::Map`] when the
+    /// the main or the upload staging memory cannot hold it
+    /// ([`ClientError::OutOfMemorySnapshot`] instead when the main memory is out of room
+    /// and an out-of-memory snapshot path is set); [`ClientError::Map`] when the
     /// staging range is not mapped; [`ClientError::Wgpu`] when a due submit fails.
     pub fn create(&self, data: &[u8]) -> Result<Handle, ClientError> {
         self.create_with(data.len() as u64, |bytes| copy_bytes(bytes, data))
@@ -222,11 +240,24 @@ impl Client {
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<Handle, ClientError> {
         self.before_upload();
-        let (handle, due) = {
+        let mut main_failed = false;
+        let created = (|| {
             let mut server = self.shared.server.lock();
-            let handle = server.empty(size)?;
+            let handle = self
+                .record_failure(size, server.empty(size))
+                .inspect_err(|_| main_failed = true)?;
             server.write_with(&handle, 0, size, fill)?;
-            (handle, server.submit_due())
+            let handle = self.reserved(handle);
+            self.record(EventKind::Upload, size, |event| {
+                event.id = Some(handle.memory.descriptor().id.value as u64)
+            });
+            Ok((handle, server.submit_due()))
+        })();
+        // The server's lock is released: the snapshot takes it again.
+        let (handle, due) = if main_failed {
+            self.snapshot_on_oom(created)?
+        } else {
+            created?
         };
         if due {
             self.flush()?;
@@ -239,9 +270,16 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Reserve`] when
-    /// the memory cannot hold it.
+    /// the memory cannot hold it ([`ClientError::OutOfMemorySnapshot`] instead when it is
+    /// out of room and an out-of-memory snapshot path is set, see
+    /// [`set_oom_snapshot`](Self::set_oom_snapshot)).
     pub fn empty(&self, size: u64) -> Result<Handle, ClientError> {
-        self.shared.server.lock().empty(size)
+        let reserved = {
+            let mut server = self.shared.server.lock();
+            self.record_failure(size, server.empty(size))
+        };
+        let handle = self.snapshot_on_oom(reserved)?;
+        Ok(self.reserved(handle))
     }
 
     /// Writes `data` at byte `offset` of `handle`, ordered after every launch and write
@@ -275,6 +313,9 @@ impl Client {
         let due = {
             let mut server = self.shared.server.lock();
             server.write_with(handle, offset, size, fill)?;
+            self.record(EventKind::Upload, size, |event| {
+                event.id = Some(handle.memory.descriptor().id.value as u64)
+            });
             server.submit_due()
         };
         if due {
@@ -431,6 +472,8 @@ impl Client {
         let (plan, batch) = {
             let mut server = self.shared.server.lock();
             let plan = server.start_read(parts)?;
+            let bytes = parts.iter().map(|(_, _, len)| len).sum();
+            self.record(EventKind::Readback, bytes, |_| {});
             let batch = plan.as_ref().and_then(|_| server.take_batch());
             (plan, batch)
         };
@@ -500,9 +543,15 @@ impl Client {
     ) -> Result<(), ClientError> {
         let launched = {
             let mut server = self.shared.server.lock();
-            server
+            let launched = server
                 .launch(kernel, workgroups, handles)
-                .map(|()| server.submit_due())
+                .map(|()| server.submit_due());
+            if launched.is_ok() {
+                self.record(EventKind::Launch, 0, |event| {
+                    event.label = Some(kernel.label.to_string())
+                });
+            }
+            launched
         };
         let due = launched.map_err(|error| self.lost_or(error))?;
         if due {
@@ -530,6 +579,180 @@ impl Client {
         self.shared.server.lock().memory_report()
     }
 
+    /// Every page of every memory (`"main"`, then the readback staging `"staging"` and
+    /// the upload staging `"upload"`), each live slice in it (offset, requested size,
+    /// padding, allocation id), and the memory report, taken together under the client's
+    /// lock. Write it with [`MemorySnapshot::to_json`](crate::report::MemorySnapshot::to_json);
+    /// draw it with `examples/memory_viz`.
+    ///
+    /// Its slices sum to the report's numbers, memory by memory, and no two live slices
+    /// overlap ([`check`](crate::report::MemorySnapshot::check),
+    /// [`check_report`](crate::report::MemorySnapshot::check_report)). Times are µs since
+    /// the client was made.
+    ///
+    /// # Complexity
+    /// O(pages + slices held); the lock is held for the whole walk.
+    ///
+    /// With history on ([`record_history`](Self::record_history)) it carries the ring's
+    /// events, and each slice reserved while history was on carries its label and age.
+    pub fn memory_snapshot(&self) -> MemorySnapshot {
+        let server = self.shared.server.lock();
+        let history = self.shared.history.lock();
+        let taken_us = history.now_us();
+        let mut snapshot = server.memory_snapshot(taken_us);
+        let (events, dropped) = history.events();
+        snapshot.history = events;
+        snapshot.history_dropped = dropped;
+        for slice in snapshot
+            .memories
+            .iter_mut()
+            .filter(|memory| memory.name == crate::report::MAIN_MEMORY)
+            .flat_map(|memory| &mut memory.pools)
+            .flat_map(|pool| &mut pool.pages)
+            .flat_map(|page| &mut page.slices)
+        {
+            if let Some((label, at)) = slice.id.and_then(|id| history.live.get(&id)) {
+                slice.label = label.clone();
+                slice.age_us = Some(taken_us.saturating_sub(*at));
+            }
+        }
+        snapshot
+    }
+
+    /// Records at most `events` history events from now on, in a ring that keeps the
+    /// newest (memory bounded by `events`); 0 turns history off and drops what it held.
+    /// Changing the bound keeps the newest events that fit.
+    ///
+    /// Recorded: each reservation ([`EventKind::Reserve`]: requested bytes, allocation
+    /// id, label), its free when the last clone of its [`Handle`] is dropped
+    /// ([`EventKind::Free`], same bytes and label), uploads and readbacks (bytes),
+    /// launches (kernel label), cleanups (bytes released), installs and out-of-memory
+    /// failures. Times are µs since the client was made. Handles made while history is
+    /// off record no free.
+    pub fn record_history(&self, events: usize) {
+        let mut history = self.shared.history.lock();
+        history.set_capacity(events);
+        if events == 0 {
+            let dropped = std::mem::take(&mut history.live);
+            drop(history);
+            drop(dropped);
+        }
+    }
+
+    /// Where a main-memory reservation that runs out of room (out of device memory, or
+    /// capped pools full) writes the memory snapshot of that moment, as JSON; `None`
+    /// writes none. The error is then [`ClientError::OutOfMemorySnapshot`], naming the
+    /// file. Each such failure overwrites the file. Also set by `[memory] oom_snapshot`.
+    pub fn set_oom_snapshot(&self, path: Option<std::path::PathBuf>) {
+        *self.shared.oom_snapshot.lock() = path;
+    }
+
+    /// `result`, or, for a main-memory reservation out of room while an out-of-memory
+    /// snapshot path is set, the error naming the snapshot written there. Takes the
+    /// server's lock: call it without holding it.
+    fn snapshot_on_oom<T>(&self, result: Result<T, ClientError>) -> Result<T, ClientError> {
+        let error = match result {
+            Err(ClientError::Reserve(
+                error @ (crate::memory_management::ReserveError::OutOfMemory { .. }
+                | crate::memory_management::ReserveError::PoolCapacityExceeded { .. }),
+            )) => error,
+            other => return other,
+        };
+        let Some(path) = self.shared.oom_snapshot.lock().clone() else {
+            return Err(ClientError::Reserve(error));
+        };
+        let written = self
+            .memory_snapshot()
+            .to_json()
+            .map_err(|e| e.to_string())
+            .and_then(|json| std::fs::write(&path, json).map_err(|e| e.to_string()));
+        match written {
+            Ok(()) => Err(ClientError::OutOfMemorySnapshot {
+                error: Box::new(error),
+                snapshot: path,
+            }),
+            Err(message) => {
+                tracing::error!(path = %path.display(), %message, "writing the out-of-memory snapshot failed");
+                Err(ClientError::Reserve(error))
+            }
+        }
+    }
+
+    /// Opens a label scope: reservations made while the returned guard lives carry
+    /// `name` (nested scopes join as `"outer/inner"`) in their history events and
+    /// snapshot slices. Dropping the guard closes it and every scope opened inside it.
+    ///
+    /// Scopes belong to the client, not to a thread: a reservation on another thread
+    /// while a scope is open carries its label too. Labels are kept only while history
+    /// is on ([`record_history`](Self::record_history)).
+    pub fn label(&self, name: &str) -> LabelScope {
+        let depth = self.shared.history.lock().labels.push(name);
+        LabelScope {
+            history: self.shared.history.clone(),
+            depth,
+        }
+    }
+
+    /// The history ring's events, oldest first (empty while history is off).
+    pub fn history(&self) -> Vec<HistoryEvent> {
+        self.shared.history.lock().events().0
+    }
+
+    /// Records an event of `kind`, when history is on.
+    fn record(&self, kind: EventKind, bytes: u64, fill: impl FnOnce(&mut HistoryEvent)) {
+        self.shared.history.lock().push(kind, bytes, fill);
+    }
+
+    /// Records a new handle's reservation and gives it the record of its free, when
+    /// history is on.
+    fn reserved(&self, mut handle: Handle) -> Handle {
+        let mut history = self.shared.history.lock();
+        if !history.on() {
+            return handle;
+        }
+        let id = handle.memory.descriptor().id.value as u64;
+        let label = history.labels.current().map(str::to_string);
+        let now = history.now_us();
+        history.live.insert(id, (label.clone(), now));
+        let event_label = label.clone();
+        history.push(EventKind::Reserve, handle.size, |event| {
+            event.id = Some(id);
+            event.label = event_label;
+        });
+        handle.free_record = Some(FreeRecord::new(
+            &self.shared.history,
+            handle.size,
+            id,
+            label,
+        ));
+        handle
+    }
+
+    /// Records an out-of-memory failure of a reservation of `bytes`, when `error` is one.
+    fn record_failure<T>(
+        &self,
+        bytes: u64,
+        result: Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        if let Err(ClientError::Reserve(error)) = &result
+            && matches!(
+                error,
+                crate::memory_management::ReserveError::OutOfMemory { .. }
+                    | crate::memory_management::ReserveError::PoolCapacityExceeded { .. }
+            )
+        {
+            let label = self
+                .shared
+                .history
+                .lock()
+                .labels
+                .current()
+                .map(str::to_string);
+            self.record(EventKind::OutOfMemory, bytes, |event| event.label = label);
+        }
+        result
+    }
+
     /// Installs a new pool layout in the main memory: resolves `config` against the
     /// device's limits, gives every free page back, then swaps the pools (fresh high-water
     /// marks). Staging memory is never affected.
@@ -540,7 +763,12 @@ impl Client {
     /// pools (the old layout stays; retry after dropping them).
     pub fn install_memory_pools(&self, config: &MemoryPoolsConfig) -> Result<(), ClientError> {
         let layout = config.resolve(&storage_memory_properties(&self.device().limits()))?;
-        self.shared.server.lock().install(layout)
+        let mut server = self.shared.server.lock();
+        let before = reserved_bytes(&server.memory_report());
+        server.install(layout)?;
+        let dropped = before.saturating_sub(reserved_bytes(&server.memory_report()));
+        self.record(EventKind::Install, dropped, |_| {});
+        Ok(())
     }
 
     /// Records the memory report under `label` (what the program was doing: `"model
@@ -576,7 +804,11 @@ impl Client {
     pub fn cleanup(&self) {
         let _ = self.flush();
         self.poll(wgpu::PollType::Poll);
-        self.shared.server.lock().cleanup()
+        let mut server = self.shared.server.lock();
+        let before = reserved_bytes(&server.memory_report());
+        server.cleanup();
+        let released = before.saturating_sub(reserved_bytes(&server.memory_report()));
+        self.record(EventKind::Cleanup, released, |_| {});
     }
 
     /// Submits the recorded work and waits until everything submitted is done (an
@@ -638,4 +870,42 @@ impl Client {
     pub fn uncaptured_errors(&self) -> Vec<String> {
         self.shared.uncaptured.lock().to_vec()
     }
+}
+
+/// A label scope opened by [`Client::label`]; dropping it closes the scope (and any
+/// scope opened inside it that is still open).
+#[must_use = "the scope closes when the guard is dropped"]
+pub struct LabelScope {
+    history: Arc<Mutex<History>>,
+    depth: usize,
+}
+
+impl core::fmt::Debug for LabelScope {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("LabelScope")
+            .field("depth", &self.depth)
+            .finish()
+    }
+}
+
+impl Drop for LabelScope {
+    fn drop(&mut self) {
+        self.history.lock().labels.truncate(self.depth);
+    }
+}
+
+/// Bytes of every page of every memory in `report`.
+fn reserved_bytes(report: &MemoryReport) -> u64 {
+    report
+        .streams
+        .iter()
+        .map(|stream| {
+            stream.pools.usage().bytes_reserved
+                + stream
+                    .auxiliary
+                    .iter()
+                    .map(|aux| aux.pools.usage().bytes_reserved)
+                    .sum::<u64>()
+        })
+        .sum()
 }

@@ -756,6 +756,44 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     }
 }
 
+impl<S: ComputeStorage> MemoryManagement<S> {
+    /// Every page of every pool and the live slices in each: the dynamic pools in layout
+    /// order (`index` 0, 1, ...), then the persistent pool and the dedicated pool (the
+    /// next two indices). Pools that hold no page are listed too.
+    ///
+    /// Read-only: it sweeps nothing and gives nothing back. A slice is live exactly when
+    /// [`memory_report`](Self::memory_report) counts it, so the sums of a page map equal
+    /// a report taken with no handle dropped in between (a handle dropped on another
+    /// thread meanwhile can make them differ by that one allocation).
+    ///
+    /// # Complexity
+    /// O(pages + slots of every pool's slice table).
+    pub fn page_map(&self) -> Vec<super::PoolPages> {
+        let dynamic = self.dynamic.len();
+        self.dynamic
+            .iter()
+            .enumerate()
+            .map(|(index, pool)| super::PoolPages {
+                index,
+                kind: pool.report().kind,
+                pages: pool.page_map(),
+            })
+            .chain([
+                super::PoolPages {
+                    index: dynamic,
+                    kind: self.persistent.report().kind,
+                    pages: self.persistent.page_map(),
+                },
+                super::PoolPages {
+                    index: dynamic + 1,
+                    kind: self.dedicated.report().kind,
+                    pages: self.dedicated.page_map(),
+                },
+            ])
+            .collect()
+    }
+}
+
 /// The largest reservation some pool of `dynamic` accepts, at most `largest_page` bytes.
 fn dynamic_limit(dynamic: &[DynamicPool], largest_page: u64) -> u64 {
     dynamic

@@ -33,6 +33,7 @@ mod install_error;
 mod layout;
 mod manager;
 mod options;
+mod page_map;
 mod pending;
 mod placement;
 mod pool;
@@ -47,6 +48,7 @@ pub use error_graph::{Claim, ErrorGraph, FailureId, FailureReport, MAX_SKIPPED, 
 pub use install_error::InstallMemoryPoolsError;
 pub use manager::{Cleanup, MemoryManagement};
 pub use options::MemoryManagementOptions;
+pub use page_map::{LiveSlice, PageSlices, PoolPages};
 pub use pending::{NothingPending, PendingRelease};
 pub use pools_config::{
     MemoryConfig, MemoryPoolConfig, MemoryPoolsConfig, MemoryPoolsPreset, MemorySize, PoolLayout,

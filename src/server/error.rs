@@ -31,6 +31,20 @@ pub enum ClientError {
     /// device memory); the error carries the numbers.
     #[error(transparent)]
     Reserve(#[from] ReserveError),
+    /// A main-memory reservation ran out of room (out of device memory, or capped pools
+    /// full), and the memory snapshot of that moment was written to `snapshot` (the
+    /// `[memory] oom_snapshot` path, or
+    /// [`set_oom_snapshot`](crate::Client::set_oom_snapshot)). Draw it with
+    /// `examples/memory_viz`. When writing it fails, the error is a plain
+    /// [`Reserve`](Self::Reserve) and the failure is logged.
+    #[error("{error}; the memory snapshot of that moment is in {}", .snapshot.display())]
+    OutOfMemorySnapshot {
+        /// The reservation's error, with its numbers.
+        #[source]
+        error: Box<ReserveError>,
+        /// Where the snapshot (JSON) was written.
+        snapshot: std::path::PathBuf,
+    },
     /// A handle names no live slice (stale, or never allocated), or another memory error.
     #[error(transparent)]
     Memory(#[from] IoError),

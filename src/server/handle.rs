@@ -13,6 +13,9 @@ pub struct Handle {
     pub(crate) size: u64,
     /// The number of the client (server) whose memory the slice is in.
     pub(crate) owner: u64,
+    /// Shared by every clone while the client records history: dropped with the last
+    /// clone, it records the allocation's free. `None` when history was off.
+    pub(crate) free_record: Option<std::sync::Arc<super::FreeRecord>>,
 }
 
 impl Handle {

@@ -15,6 +15,7 @@ mod batch;
 mod caches;
 mod error;
 mod handle;
+mod history;
 mod kernel;
 mod launch;
 mod lost;
@@ -24,6 +25,7 @@ mod read_bytes;
 mod read_plan;
 mod readback;
 mod reflection;
+mod snapshot;
 mod transfer;
 mod upload;
 
@@ -37,6 +39,7 @@ pub use read_bytes::ReadBytes;
 pub use upload::{ARENA_BYTES, MAX_IN_FLIGHT, SHARED_WRITE};
 
 pub(crate) use batch::{Batch, BatchFailure};
+pub(crate) use history::{FreeRecord, History};
 pub(crate) use lost::DeviceLoss;
 pub(crate) use poller::Poller;
 pub(crate) use readback::{PendingMap, ReadFuture};
@@ -133,6 +136,7 @@ impl Server {
             memory,
             size,
             owner: self.id,
+            free_record: None,
         })
     }
 

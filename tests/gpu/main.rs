@@ -19,6 +19,7 @@ mod pipelines;
 mod poller;
 mod reports;
 mod roundtrip;
+mod snapshot;
 mod storage;
 mod threads;
 mod watchdog;

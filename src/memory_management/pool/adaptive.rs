@@ -395,6 +395,11 @@ impl AdaptivePool {
         &self.slices
     }
 
+    /// The pages of every tier, outdated ones included (for page maps).
+    pub(crate) fn tier_pages(&self) -> impl Iterator<Item = &SlicedPages> + '_ {
+        self.tiers.iter().flatten().map(|tier| &tier.pages)
+    }
+
     pub(crate) fn slices_mut(&mut self) -> &mut SliceTable {
         &mut self.slices
     }

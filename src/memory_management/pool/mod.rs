@@ -9,6 +9,7 @@
 //! hold (`report`). The manager only routes between them.
 
 pub(crate) mod adaptive;
+pub(crate) mod page_map;
 pub(crate) mod pages;
 pub(crate) mod sliced;
 pub(crate) mod slices;

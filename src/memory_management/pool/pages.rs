@@ -174,4 +174,9 @@ impl SlicedPages {
     pub(crate) fn reserved(&self) -> u64 {
         self.count * self.page_size
     }
+
+    /// The pages held, in index order (for page maps).
+    pub(crate) fn held_pages(&self) -> impl Iterator<Item = &StorageHandle> + '_ {
+        self.pages.iter().flatten()
+    }
 }

@@ -152,6 +152,11 @@ impl SlicedPool {
         &self.slices
     }
 
+    /// The pages it holds (for page maps).
+    pub(crate) fn sliced_pages(&self) -> &SlicedPages {
+        &self.pages
+    }
+
     pub(crate) fn slices_mut(&mut self) -> &mut SliceTable {
         &mut self.slices
     }

@@ -349,4 +349,16 @@ impl SliceTable {
         }
         sums
     }
+
+    /// The slices some handle or binding still holds, with the pool's clone of each
+    /// handle: exactly those [`sums`](Self::sums) counts (for page maps).
+    pub(crate) fn live(&self) -> impl Iterator<Item = (&ManagedMemoryHandle, &Slice)> + '_ {
+        self.handles
+            .iter()
+            .zip(&self.slots)
+            .filter_map(|(handle, slice)| match (handle, slice) {
+                (Some(handle), Some(slice)) if !handle.is_free() => Some((handle, slice)),
+                _ => None,
+            })
+    }
 }

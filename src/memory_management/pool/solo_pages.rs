@@ -151,4 +151,9 @@ impl SoloPages {
     pub(crate) fn largest_free(&self) -> u64 {
         self.free.iter().next_back().map_or(0, |&(bytes, _)| bytes)
     }
+
+    /// The pages held, free or not, in index order (for page maps).
+    pub(crate) fn held_pages(&self) -> impl Iterator<Item = &StorageHandle> + '_ {
+        self.pages.iter().flatten().map(|page| &page.storage)
+    }
 }

@@ -291,6 +291,11 @@ impl WholePagePool {
         &self.slices
     }
 
+    /// The pages it holds, free or not (for page maps).
+    pub(crate) fn solo_pages(&self) -> &SoloPages {
+        &self.pages
+    }
+
     pub(crate) fn slices_mut(&mut self) -> &mut SliceTable {
         &mut self.slices
     }

@@ -67,7 +67,7 @@ const CONFIG_PATH_VAR: &str = "WGPU_MEMORY_CONFIG";
 const DEFAULT_CONFIG_FILE: &str = "wgpu-memory.toml";
 
 /// The keys of the `[memory]` table.
-const MEMORY_FIELDS: &[&str] = &["pools"];
+const MEMORY_FIELDS: &[&str] = &["pools", "history", "oom_snapshot"];
 /// The keys of a `type = "sliced"` entry.
 const SLICED_FIELDS: &[&str] = &[
     "type",
@@ -89,12 +89,23 @@ const DIRECT_FIELDS: &[&str] = &["type", "reclaim_at"];
 ///
 /// Serializes (and deserializes) as the table's contents, `pools = ...`, so it can be a
 /// `memory` field of a larger configuration; a whole file is this value under a `memory`
-/// key. Any key other than `pools` is refused ([`PoolConfigError::UnknownField`]).
+/// key. Any key other than `pools`, `history` and `oom_snapshot` is refused
+/// ([`PoolConfigError::UnknownField`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MemoryConfig {
     /// The pools of the main memory, or `None` to keep the runtime's own default layout.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pools: Option<MemoryPoolsConfig>,
+    /// `history = N`: record at most N history events (a ring keeping the newest; see
+    /// `Client::record_history`) from the start; `None` or 0 records none. A negative
+    /// or non-integer value is refused ([`PoolConfigError::Toml`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<usize>,
+    /// `oom_snapshot = "path"`: where a main-memory out-of-memory writes the memory
+    /// snapshot (JSON; see `Client::set_oom_snapshot`). A value that is not a string is
+    /// refused ([`PoolConfigError::Toml`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oom_snapshot: Option<std::path::PathBuf>,
 }
 
 /// The value of `memory.pools`: a preset, or the pools written out.

@@ -96,7 +96,39 @@ pub(super) fn io_error(path: &Path, error: &std::io::Error) -> PoolConfigError {
 pub(super) fn memory_config_from_table(memory: &Table) -> Result<MemoryConfig, PoolConfigError> {
     reject_unknown_keys(memory, None, MEMORY_FIELDS)?;
     let pools = memory.get("pools").map(pools_from_value).transpose()?;
-    Ok(MemoryConfig { pools })
+    let history = memory.get("history").map(history_from_value).transpose()?;
+    let oom_snapshot = match memory.get("oom_snapshot") {
+        None => None,
+        Some(Value::String(path)) => Some(PathBuf::from(path)),
+        Some(other) => {
+            return Err(PoolConfigError::Toml {
+                message: format!(
+                    "`memory.oom_snapshot` must be a path (a string), found {}",
+                    other.type_str()
+                ),
+            });
+        }
+    };
+    Ok(MemoryConfig {
+        pools,
+        history,
+        oom_snapshot,
+    })
+}
+
+/// Reads `memory.history`: a number of events, 0 or more.
+fn history_from_value(value: &Value) -> Result<usize, PoolConfigError> {
+    match value {
+        Value::Integer(events) => usize::try_from(*events).map_err(|_| PoolConfigError::Toml {
+            message: format!("`memory.history` must be 0 or more events, found {events}"),
+        }),
+        other => Err(PoolConfigError::Toml {
+            message: format!(
+                "`memory.history` must be a number of events (an integer), found {}",
+                other.type_str()
+            ),
+        }),
+    }
 }
 
 /// Builds the value of `memory.pools`.

@@ -95,6 +95,8 @@ fn absent_default_file_gives_none_and_present_one_is_read() {
         load_from_sources(None, &default_file),
         Ok(Some(MemoryConfig {
             pools: Some(MemoryPoolsConfig::Preset(MemoryPoolsPreset::ExclusivePages)),
+            history: None,
+            oom_snapshot: None,
         }))
     );
     // The variable wins over the default file.
@@ -102,7 +104,11 @@ fn absent_default_file_gives_none_and_present_one_is_read() {
     std::fs::write(&other, "[memory]\n").expect("write other file");
     assert_eq!(
         load_from_sources(Some(other.into_os_string()), &default_file),
-        Ok(Some(MemoryConfig { pools: None }))
+        Ok(Some(MemoryConfig {
+            pools: None,
+            history: None,
+            oom_snapshot: None
+        }))
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -115,6 +121,8 @@ fn huge_sizes_round_trip_as_strings() {
                 reclaim_at: Some(MemorySize(u64::MAX)),
             },
         ])),
+        history: None,
+        oom_snapshot: None,
     };
     let text = toml::to_string(&config).expect("serialize");
     let back: MemoryConfig = toml::from_str(&text).expect("deserialize");
@@ -135,4 +143,43 @@ fn aligning_past_u64_max_is_a_bad_size() {
             ..
         })
     ));
+}
+
+#[test]
+fn history_is_a_number_of_events() {
+    use super::parse_memory_config;
+    let config = parse_memory_config("[memory]\nhistory = 500\n").expect("valid");
+    assert_eq!(config.history, Some(500));
+    assert_eq!(config.pools, None);
+    let both =
+        parse_memory_config("[memory]\npools = \"exclusive-pages\"\nhistory = 0\n").expect("valid");
+    assert_eq!(both.history, Some(0));
+    assert!(both.pools.is_some());
+    assert_eq!(
+        parse_memory_config("[memory]\n").expect("valid").history,
+        None
+    );
+    for bad in ["history = -1", "history = \"many\"", "history = 1.5"] {
+        let error = parse_memory_config(&format!("[memory]\n{bad}\n")).expect_err(bad);
+        assert!(
+            error.to_string().contains("memory.history"),
+            "{bad}: {error}"
+        );
+    }
+    let text = toml::to_string(&config).expect("serialize");
+    let back: MemoryConfig = toml::from_str(&text).expect("deserialize");
+    assert_eq!(back, config);
+}
+
+#[test]
+fn oom_snapshot_is_a_path() {
+    use super::parse_memory_config;
+    let config =
+        parse_memory_config("[memory]\noom_snapshot = \"/tmp/oom.json\"\n").expect("valid");
+    assert_eq!(config.oom_snapshot, Some(PathBuf::from("/tmp/oom.json")));
+    let error = parse_memory_config("[memory]\noom_snapshot = 3\n").expect_err("not a path");
+    assert!(error.to_string().contains("memory.oom_snapshot"), "{error}");
+    let text = toml::to_string(&config).expect("serialize");
+    let back: MemoryConfig = toml::from_str(&text).expect("deserialize");
+    assert_eq!(back, config);
 }

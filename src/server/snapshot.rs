@@ -1,0 +1,115 @@
+//! The memory snapshot: each memory's page map turned into report values.
+
+use super::Server;
+use crate::memory_management::{
+    MemoryManagement, MemoryPoolKind, MemoryReport, PoolPages, format_bytes,
+};
+use crate::report::{
+    MAIN_MEMORY, MemorySnapshot, MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
+};
+use crate::storage::WgpuStorage;
+
+/// Attempts at a snapshot whose report and pages agree (see [`Server::memory_snapshot`]).
+const ATTEMPTS: usize = 4;
+
+impl Server {
+    /// The report and every page of the main, readback staging and upload staging
+    /// memories, taken together under the client's lock, at `taken_us`. History is left
+    /// empty for the caller to fill.
+    ///
+    /// Handles are dropped without the lock, so one dropped on another thread between the
+    /// report and the walk could make them disagree: the pair is taken again (at most
+    /// four times) until their totals match.
+    pub(crate) fn memory_snapshot(&self, taken_us: u64) -> MemorySnapshot {
+        let mut snapshot = self.snapshot_once(taken_us);
+        for _ in 1..ATTEMPTS {
+            if snapshot.check_report().is_ok() {
+                break;
+            }
+            snapshot = self.snapshot_once(taken_us);
+        }
+        snapshot
+    }
+
+    fn snapshot_once(&self, taken_us: u64) -> MemorySnapshot {
+        let memories = [
+            (MAIN_MEMORY, &self.main),
+            ("staging", &self.staging),
+            ("upload", &self.uploads.memory),
+        ];
+        let report: MemoryReport = self.memory_report();
+        MemorySnapshot {
+            taken_us,
+            memories: memories
+                .into_iter()
+                .map(|(name, memory)| memory_snapshot(name, memory))
+                .collect(),
+            history: Vec::new(),
+            history_dropped: 0,
+            report,
+        }
+    }
+}
+
+fn memory_snapshot(name: &str, memory: &MemoryManagement<WgpuStorage>) -> MemorySnapshotMemory {
+    let pools = memory.page_map();
+    let count = pools.len();
+    MemorySnapshotMemory {
+        name: name.to_string(),
+        pools: pools
+            .into_iter()
+            .enumerate()
+            .map(|(at, pool)| {
+                // The page map ends with the persistent and the dedicated pool.
+                let name = match count - at {
+                    2 => "persistent".to_string(),
+                    1 => "dedicated".to_string(),
+                    _ => pool_name(&pool.kind),
+                };
+                pool_snapshot(name, pool)
+            })
+            .collect(),
+    }
+}
+
+fn pool_snapshot(name: String, pool: PoolPages) -> PoolSnapshot {
+    PoolSnapshot {
+        pool: name,
+        index: pool.index,
+        pages: pool
+            .pages
+            .into_iter()
+            .map(|page| PageSnapshot {
+                id: page.id,
+                size: page.size,
+                slices: page
+                    .slices
+                    .into_iter()
+                    .map(|slice| SliceSnapshot {
+                        offset: slice.offset,
+                        size: slice.size,
+                        padding: slice.padding,
+                        live: true,
+                        id: Some(slice.id),
+                        label: None,
+                        age_us: None,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// A pool's kind and shape for people: "sliced 4.00 MiB", "adaptive 8.00 MiB",
+/// "exclusive", "direct", "persistent".
+pub(crate) fn pool_name(kind: &MemoryPoolKind) -> String {
+    match kind {
+        MemoryPoolKind::Sliced { page_size, .. } => format!("sliced {}", format_bytes(*page_size)),
+        MemoryPoolKind::Adaptive { page_size, .. } => {
+            format!("adaptive {}", format_bytes(*page_size))
+        }
+        MemoryPoolKind::Exclusive { .. } => "exclusive".to_string(),
+        MemoryPoolKind::Direct => "direct".to_string(),
+        MemoryPoolKind::Persistent => "persistent".to_string(),
+    }
+}

@@ -1,0 +1,237 @@
+//! Memory snapshots: every page and slice of every memory, agreeing with the report.
+
+use crate::device::{fresh, pattern};
+use wgpu_memory::report::{EventKind, MAIN_MEMORY, MemorySnapshot};
+
+/// After creates, empties, reads and drops, the snapshot round-trips through JSON, its
+/// slices match the report's totals exactly in every memory, and no two live slices of a
+/// page overlap. Each live handle is listed once, with its requested size.
+#[test]
+fn a_snapshot_matches_the_report_and_round_trips_through_json() {
+    let Some(client) = fresh() else { return };
+    let mut kept = Vec::new();
+    let mut dropped = Vec::new();
+    for (i, size) in [4u64, 100, 1000, 3, 64 << 10, 5 << 20, 257, 0, 12 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let handle = if i % 2 == 0 {
+            client.create(&pattern(size as usize, i as u64)).unwrap()
+        } else {
+            client.empty(size).unwrap()
+        };
+        if i % 3 == 2 {
+            dropped.push(handle);
+        } else {
+            kept.push(handle);
+        }
+    }
+    // A read leaves staging pages behind; a dropped handle leaves a free range.
+    assert_eq!(client.read_blocking(&kept[0]).unwrap(), pattern(4, 0));
+    drop(dropped);
+
+    let snapshot = client.memory_snapshot();
+    snapshot
+        .check()
+        .expect("no slice outside its page, no overlap");
+    snapshot
+        .check_report()
+        .expect("slices and pages sum to the report");
+    let names: Vec<&str> = snapshot.memories.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, [MAIN_MEMORY, "staging", "upload"]);
+
+    let main = snapshot.memory(MAIN_MEMORY).unwrap();
+    let mut listed: Vec<(u64, u64)> = main
+        .pools
+        .iter()
+        .flat_map(|pool| &pool.pages)
+        .flat_map(|page| &page.slices)
+        .filter(|slice| slice.live)
+        .map(|slice| (slice.id.unwrap(), slice.size))
+        .collect();
+    listed.sort_unstable();
+    let mut expected: Vec<(u64, u64)> = kept
+        .iter()
+        .map(|handle| (handle.memory().descriptor().id.value as u64, handle.size()))
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(listed, expected, "each live handle once, with its size");
+    assert!(main.totals().bytes_reserved > 0);
+
+    let json = snapshot.to_json().unwrap();
+    let back = MemorySnapshot::from_json(&json).unwrap();
+    assert_eq!(back, snapshot);
+    back.check().unwrap();
+    back.check_report().unwrap();
+    drop(kept);
+}
+
+/// The ring holds at most N events and keeps the newest.
+#[test]
+fn the_history_ring_never_exceeds_its_bound_and_keeps_the_newest() {
+    let Some(client) = fresh() else { return };
+    client.record_history(5);
+    let mut handles = Vec::new();
+    for size in 1..=12u64 {
+        handles.push(client.empty(size * 4).unwrap());
+        assert!(client.history().len() <= 5);
+    }
+    let events = client.history();
+    let sizes: Vec<u64> = events.iter().map(|event| event.bytes).collect();
+    assert_eq!(sizes, [32, 36, 40, 44, 48]);
+    assert!(events.iter().all(|event| event.kind == EventKind::Reserve));
+    assert!(
+        events
+            .windows(2)
+            .all(|pair| pair[0].time_us <= pair[1].time_us)
+    );
+    let snapshot = client.memory_snapshot();
+    assert_eq!(snapshot.history, events);
+    assert_eq!(snapshot.history_dropped, 7);
+    client.record_history(0);
+    drop(handles);
+    assert!(client.history().is_empty());
+}
+
+/// A free is recorded when the last clone of a handle is dropped, not before, with the
+/// reservation's bytes, id and label; uploads, launches and readbacks are recorded too.
+#[test]
+fn a_free_is_recorded_when_the_last_clone_drops() {
+    let Some(client) = fresh() else { return };
+    client.record_history(100);
+    let handle = {
+        let _scope = client.label("weights");
+        client.create(&pattern(40, 1)).unwrap()
+    };
+    let id = handle.memory().descriptor().id.value as u64;
+    let clone = handle.clone();
+    drop(handle);
+    let frees = |client: &wgpu_memory::Client| {
+        client
+            .history()
+            .into_iter()
+            .filter(|event| event.kind == EventKind::Free)
+            .collect::<Vec<_>>()
+    };
+    assert!(frees(&client).is_empty(), "a clone is still alive");
+    assert_eq!(client.read_blocking(&clone).unwrap(), pattern(40, 1));
+    drop(clone);
+    let freed = frees(&client);
+    assert_eq!(freed.len(), 1);
+    assert_eq!(freed[0].id, Some(id));
+    assert_eq!(freed[0].bytes, 40);
+    assert_eq!(freed[0].label.as_deref(), Some("weights"));
+    let kinds: Vec<EventKind> = client.history().iter().map(|event| event.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            EventKind::Reserve,
+            EventKind::Upload,
+            EventKind::Readback,
+            EventKind::Free
+        ]
+    );
+}
+
+/// A label scope labels exactly the reservations made inside it; scopes nest as
+/// "outer/inner"; the snapshot's slices carry the labels and an age.
+#[test]
+fn a_label_scope_labels_exactly_the_reservations_inside_it() {
+    let Some(client) = fresh() else { return };
+    client.record_history(100);
+    let before = client.empty(8).unwrap();
+    let (outer, inner, after_inner) = {
+        let _model = client.label("model");
+        let outer = client.empty(16).unwrap();
+        let inner = {
+            let _layer = client.label("layer 3");
+            client.empty(24).unwrap()
+        };
+        (outer, inner, client.empty(32).unwrap())
+    };
+    let after = client.empty(40).unwrap();
+    let labels: Vec<(u64, Option<String>)> = client
+        .history()
+        .into_iter()
+        .filter(|event| event.kind == EventKind::Reserve)
+        .map(|event| (event.bytes, event.label))
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            (8, None),
+            (16, Some("model".to_string())),
+            (24, Some("model/layer 3".to_string())),
+            (32, Some("model".to_string())),
+            (40, None),
+        ]
+    );
+    let snapshot = client.memory_snapshot();
+    let slice_label = |handle: &wgpu_memory::Handle| {
+        let id = handle.memory().descriptor().id.value as u64;
+        let slice = snapshot
+            .memories
+            .iter()
+            .flat_map(|memory| &memory.pools)
+            .flat_map(|pool| &pool.pages)
+            .flat_map(|page| &page.slices)
+            .find(|slice| slice.id == Some(id))
+            .expect("a live handle is in the snapshot");
+        assert!(slice.age_us.is_some());
+        slice.label.clone()
+    };
+    assert_eq!(slice_label(&inner).as_deref(), Some("model/layer 3"));
+    assert_eq!(slice_label(&outer).as_deref(), Some("model"));
+    assert_eq!(slice_label(&after_inner).as_deref(), Some("model"));
+    assert_eq!(slice_label(&before), None);
+    assert_eq!(slice_label(&after), None);
+}
+
+/// With an out-of-memory snapshot path set, a main reservation that finds its only,
+/// capped pool full writes the snapshot there and the error names the file; the
+/// snapshot holds the allocations that filled the pool. Without a path the error is the
+/// plain reservation error.
+#[test]
+fn out_of_memory_writes_the_snapshot_and_names_it() {
+    let Some(client) = fresh() else { return };
+    let capped = r#"
+[memory]
+pools = [{ type = "sliced", page_size = "64 KiB", max_slice_size = "64 KiB", max_pool_size = "128 KiB" }]
+"#;
+    let pools = wgpu_memory::memory_management::parse_memory_config(capped)
+        .unwrap()
+        .pools
+        .unwrap();
+    client.install_memory_pools(&pools).unwrap();
+    let full = [client.empty(60_000).unwrap(), client.empty(60_000).unwrap()];
+
+    match client.empty(60_000) {
+        Err(wgpu_memory::ClientError::Reserve(_)) => {}
+        other => panic!("expected a plain reservation error, got {other:?}"),
+    }
+    let path = std::env::temp_dir().join(format!("oom-snapshot-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    client.set_oom_snapshot(Some(path.clone()));
+    let error = client
+        .create(&[1; 60_000])
+        .expect_err("the capped pool is full");
+    match &error {
+        wgpu_memory::ClientError::OutOfMemorySnapshot { snapshot, .. } => {
+            assert_eq!(snapshot, &path)
+        }
+        other => panic!("expected the snapshot error, got {other:?}"),
+    }
+    assert!(
+        error.to_string().contains(&path.display().to_string()),
+        "{error}"
+    );
+    let snapshot = MemorySnapshot::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    snapshot.check().unwrap();
+    snapshot.check_report().unwrap();
+    let main = snapshot.memory(MAIN_MEMORY).unwrap();
+    assert_eq!(main.totals().slices, 2);
+    assert_eq!(main.totals().bytes_in_use, 120_000);
+    assert_eq!(main.pools[0].pages.len(), 2);
+    drop(full);
+}
