@@ -65,7 +65,7 @@ fn group<'a>(
             slices: Vec::new(),
         });
     }
-    for (handle, slice) in table.live() {
+    for (handle, slice) in table.live_slices() {
         if let Some(&at) = index.get(&slice.storage.id) {
             out[at].slices.push(LiveSlice {
                 offset: slice.storage.offset(),

@@ -352,7 +352,7 @@ impl SliceTable {
 
     /// The slices some handle or binding still holds, with the pool's clone of each
     /// handle: exactly those [`sums`](Self::sums) counts (for page maps).
-    pub(crate) fn live(&self) -> impl Iterator<Item = (&ManagedMemoryHandle, &Slice)> + '_ {
+    pub(crate) fn live_slices(&self) -> impl Iterator<Item = (&ManagedMemoryHandle, &Slice)> + '_ {
         self.handles
             .iter()
             .zip(&self.slots)
