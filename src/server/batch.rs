@@ -10,7 +10,7 @@
 //! so a handle dropped before the submit is freed as usual.
 
 use super::lost::says_lost;
-use super::upload::UploadPage;
+use super::upload_page::UploadPage;
 use crate::storage::wgpu_storage::error::capture;
 use cubecl_runtime::memory_management::{ManagedMemoryBinding, WeakMemoryBinding};
 use std::ops::Range;

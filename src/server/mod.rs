@@ -19,6 +19,7 @@ mod history;
 mod kernel;
 mod launch;
 mod lost;
+mod mapping;
 mod pending;
 mod poller;
 mod read_bytes;
@@ -28,6 +29,7 @@ mod reflection;
 mod snapshot;
 mod transfer;
 mod upload;
+mod upload_page;
 
 pub use batch::SubmitPolicy;
 pub use caches::{MAX_BIND_GROUPS, MAX_PIPELINES};

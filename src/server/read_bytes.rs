@@ -1,6 +1,6 @@
 //! [`ReadBytes`]: the bytes of a read, viewed in the mapped staging range itself.
 
-use super::readback::Mapping;
+use super::mapping::Mapping;
 use std::ops::{Deref, Range};
 use std::sync::Arc;
 

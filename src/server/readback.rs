@@ -19,6 +19,7 @@
 
 use super::error::ClientError;
 use super::handle::Handle;
+use super::mapping::{Mapping, StagingRange};
 use super::poller::{Deferrer, Expectation, Poller};
 use super::read_bytes::ReadBytes;
 use super::read_plan::{self, Layout, Source};
@@ -50,23 +51,6 @@ struct MapState {
     abandoned: Option<StagingRange>,
 }
 
-/// A staging range to unmap (when its map succeeded) and give back.
-struct StagingRange {
-    device: wgpu::Device,
-    buffer: wgpu::Buffer,
-    _staging: ManagedMemoryHandle,
-}
-
-impl StagingRange {
-    /// Unmaps inside error scopes (a lost device reports the unmap as an error, which
-    /// must not reach the uncaptured-error handler), then drops the staging handle.
-    fn release(self, mapped: bool) {
-        if mapped {
-            let ((), _) = capture(&self.device, || self.buffer.unmap());
-        }
-    }
-}
-
 /// A read whose copies are submitted and whose staging range has a map pending.
 pub(crate) struct PendingMap {
     range: StagingRange,
@@ -75,28 +59,6 @@ pub(crate) struct PendingMap {
     submission: wgpu::SubmissionIndex,
     state: Arc<Mutex<MapState>>,
     started: std::time::Instant,
-}
-
-/// The mapped staging range of one read; unmapped, and its slice released, on drop.
-pub(crate) struct Mapping {
-    view: Option<wgpu::BufferView>,
-    range: Option<StagingRange>,
-}
-
-impl Mapping {
-    pub(crate) fn bytes(&self) -> &[u8] {
-        self.view.as_deref().unwrap_or(&[])
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // The view must go before the unmap; the staging handle goes last.
-        drop(self.view.take());
-        if let Some(range) = self.range.take() {
-            range.release(true);
-        }
-    }
 }
 
 impl ReadPlan {
@@ -124,11 +86,7 @@ impl ReadPlan {
             tracing::error!(%error, "wgpu refused to map a read's staging range");
         }
         PendingMap {
-            range: StagingRange {
-                device: device.clone(),
-                buffer: self.buffer,
-                _staging: self.staging,
-            },
+            range: StagingRange::new(device.clone(), self.buffer, self.staging),
             bounds: self.range,
             parts: self.parts,
             submission,
@@ -189,7 +147,7 @@ impl PendingMap {
         }
         let view = self
             .range
-            .buffer
+            .buffer()
             .slice(self.bounds.clone())
             .get_mapped_range()
             .map_err(|error| failed(error.to_string()));
@@ -200,10 +158,7 @@ impl PendingMap {
                 return Err(error);
             }
         };
-        let mapping = Arc::new(Mapping {
-            view: Some(view),
-            range: Some(self.range),
-        });
+        let mapping = Arc::new(Mapping::new(view, self.range));
         Ok(self
             .parts
             .into_iter()

@@ -19,12 +19,12 @@
 
 use super::batch::PendingWork;
 use super::error::ClientError;
+use super::upload_page::UploadPage;
 use crate::memory_management::{
     MemoryConfiguration, MemoryManagement, MemoryManagementOptions, MemoryPoolOptions, PoolType,
 };
 use crate::storage::WgpuStorage;
 use crate::storage::wgpu_storage::limits::{COPY_ALIGNMENT, staging_memory_properties};
-use cubecl_runtime::memory_management::ManagedMemoryHandle;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -57,14 +57,6 @@ struct Arena {
     buffer: wgpu::Buffer,
     cursor: u64,
     end: u64,
-}
-
-/// A staging page a batch copies from: unmapped before the submit, mapped again after,
-/// and given back (its handle dropped) when that map completes.
-pub(crate) struct UploadPage {
-    handle: ManagedMemoryHandle,
-    buffer: wgpu::Buffer,
-    in_flight: Arc<AtomicU64>,
 }
 
 /// A reserved, mapped staging range at `offset` of `buffer`.
@@ -158,44 +150,12 @@ impl UploadStaging {
             .get_resource(&handle.clone().binding(), None, None)?;
         self.in_flight
             .fetch_add(resource.buffer.size(), Ordering::Relaxed);
-        pending.upload(UploadPage {
+        pending.upload(UploadPage::new(
             handle,
-            buffer: resource.buffer.clone(),
-            in_flight: self.in_flight.clone(),
-        });
+            resource.buffer.clone(),
+            self.in_flight.clone(),
+        ));
         Ok((resource.buffer, resource.offset))
-    }
-}
-
-impl UploadPage {
-    /// Unmaps the page before the submission that reads it.
-    pub(crate) fn unmap(&self) {
-        self.buffer.unmap();
-    }
-
-    /// Maps the page again behind the submission; the slice is free once mapped.
-    pub(crate) fn remap(self, device: &wgpu::Device) {
-        let UploadPage {
-            handle,
-            buffer,
-            in_flight,
-        } = self;
-        let bytes = buffer.size();
-        let ((), error) = crate::storage::wgpu_storage::error::capture(device, || {
-            buffer.map_async(wgpu::MapMode::Write, .., move |result| {
-                in_flight.fetch_sub(bytes, Ordering::Relaxed);
-                if let Err(error) = result {
-                    // Only a lost device refuses the map; every later write fails on
-                    // the lost device before it reserves staging, so the slice can go
-                    // back (and its page with the next cleanup) although unmapped.
-                    tracing::debug!(%error, "upload staging page not mapped again");
-                }
-                drop(handle);
-            })
-        });
-        if let Some(error) = error {
-            tracing::debug!(%error, "wgpu refused to map an upload staging page again");
-        }
     }
 }
 
