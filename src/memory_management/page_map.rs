@@ -2,7 +2,7 @@
 //! [`MemoryManagement::page_map`](super::MemoryManagement::page_map) returns them.
 //!
 //! These are the allocator's own numbers, with no label or time: a client adds those when
-//! it turns a page map into a [`MemorySnapshot`](crate::report::MemorySnapshot).
+//! it turns a page map into a `report::MemorySnapshot`.
 
 use cubecl_runtime::memory_management::MemoryPoolKind;
 

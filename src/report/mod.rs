@@ -13,6 +13,7 @@
 
 mod history;
 mod label_stack;
+mod levels;
 mod page_map;
 mod snapshot;
 mod snapshot_error;
@@ -22,6 +23,7 @@ mod top_labels;
 
 pub use history::{EventKind, HistoryEvent, HistoryRing};
 pub use label_stack::LabelStack;
+pub use levels::{NO_LABEL, label_group, label_peaks};
 pub use page_map::{PageRun, PageStats, RunFill, page_runs};
 pub use snapshot::{
     MAIN_MEMORY, MemorySnapshot, MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
@@ -29,5 +31,5 @@ pub use snapshot::{
 };
 pub use snapshot_error::SnapshotCheckError;
 pub use summary::{MemorySummary, pool_line};
-pub use timeline::{MARKED_KINDS, Timeline, TimelineMarker, TimelineSample, label_peaks};
-pub use top_labels::{NO_LABEL, OTHER_LABELS, TopLabels, label_group};
+pub use timeline::{MARKED_KINDS, Timeline, TimelineMarker, TimelineSample};
+pub use top_labels::{OTHER_LABELS, TopLabels};

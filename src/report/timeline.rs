@@ -15,9 +15,10 @@
 //! a memory whose slices have no events shows as a constant level. Levels below zero (a
 //! history that disagrees with the slices) are drawn as zero.
 
-use super::history::{EventKind, HistoryEvent};
+use super::history::EventKind;
+use super::levels::{clamp, deltas, initial_levels, ordered};
 use super::snapshot::MemorySnapshot;
-use super::top_labels::{TopLabels, label_group};
+use super::top_labels::TopLabels;
 use std::collections::BTreeMap;
 
 /// The levels at one moment.
@@ -86,91 +87,6 @@ pub const MARKED_KINDS: [EventKind; 4] = [
     EventKind::Cleanup,
     EventKind::OutOfMemory,
 ];
-
-/// The signed change an event makes to bytes in use (`Reserve` +, `Free` −) and to bytes
-/// reserved (`PageMade` +, `PageReleased` −).
-fn deltas(event: &HistoryEvent) -> (i128, i128) {
-    let bytes = i128::from(event.bytes);
-    match event.kind {
-        EventKind::Reserve => (bytes, 0),
-        EventKind::Free => (-bytes, 0),
-        EventKind::PageMade => (0, bytes),
-        EventKind::PageReleased => (0, -bytes),
-        _ => (0, 0),
-    }
-}
-
-fn clamp(level: i128) -> u64 {
-    u64::try_from(level.max(0)).unwrap_or(u64::MAX)
-}
-
-/// The history in time order (stable: events at one time keep their ring order).
-fn ordered(snapshot: &MemorySnapshot) -> Vec<&HistoryEvent> {
-    let mut events: Vec<&HistoryEvent> = snapshot.history.iter().collect();
-    events.sort_by_key(|event| event.time_us);
-    events
-}
-
-/// Each label group's level before the first event, and the bytes reserved then (steps 1
-/// and 2 of the module doc); labels grouped as [`label_group`] does at `depth`.
-fn initial_levels(
-    snapshot: &MemorySnapshot,
-    events: &[&HistoryEvent],
-    depth: Option<usize>,
-) -> (BTreeMap<String, i128>, i128) {
-    let mut levels: BTreeMap<String, i128> = BTreeMap::new();
-    let mut reserved = 0i128;
-    for memory in &snapshot.memories {
-        for pool in &memory.pools {
-            for page in &pool.pages {
-                reserved += i128::from(page.size);
-                for slice in page.slices.iter().filter(|slice| slice.live) {
-                    *levels
-                        .entry(label_group(slice.label.as_deref(), depth).to_string())
-                        .or_default() += i128::from(slice.size);
-                }
-            }
-        }
-    }
-    for event in events {
-        let (in_use, pages) = deltas(event);
-        reserved -= pages;
-        if in_use != 0 {
-            *levels
-                .entry(label_group(event.label.as_deref(), depth).to_string())
-                .or_default() -= in_use;
-        }
-    }
-    (levels, reserved)
-}
-
-/// Each label group's peak bytes in use over the history, the snapshot's live slices
-/// included, sorted by group. Labels are grouped as [`label_group`] does at `depth`
-/// (`None`: every label its own group; unlabelled reservations under
-/// [`NO_LABEL`](super::NO_LABEL)). A group's peak is the peak of its summed level, not the
-/// sum of its labels' peaks.
-pub fn label_peaks(snapshot: &MemorySnapshot, depth: Option<usize>) -> Vec<(String, u64)> {
-    let events = ordered(snapshot);
-    let (mut levels, _) = initial_levels(snapshot, &events, depth);
-    let mut peaks: BTreeMap<String, i128> = levels.clone();
-    for event in &events {
-        let (in_use, _) = deltas(event);
-        if in_use == 0 {
-            continue;
-        }
-        let key = label_group(event.label.as_deref(), depth);
-        if let Some(level) = levels.get_mut(key) {
-            *level += in_use;
-            if let Some(peak) = peaks.get_mut(key) {
-                *peak = (*peak).max(*level);
-            }
-        }
-    }
-    peaks
-        .into_iter()
-        .map(|(label, peak)| (label, clamp(peak)))
-        .collect()
-}
 
 impl Timeline {
     /// Rebuilds the levels of `snapshot` for the series of `labels`, keeping at most one
@@ -306,6 +222,7 @@ impl Timeline {
 mod tests {
     use super::*;
     use crate::memory_management::MemoryReport;
+    use crate::report::history::HistoryEvent;
     use crate::report::snapshot::{
         MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
     };

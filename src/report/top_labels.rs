@@ -1,31 +1,12 @@
 //! The labels a picture names one by one; the rest are drawn together as "other".
 
 use super::history::EventKind;
+use super::levels::{label_group, label_peaks};
 use super::snapshot::MemorySnapshot;
-use super::timeline::label_peaks;
 use std::collections::BTreeMap;
-
-/// What a reservation made outside every label scope is drawn as.
-pub const NO_LABEL: &str = "(no label)";
 
 /// What the labels outside the top ones are drawn as, together.
 pub const OTHER_LABELS: &str = "other";
-
-/// The group a label belongs to: its first `depth` scopes ("model/layer 3/attn" at depth 1
-/// is "model", at depth 2 "model/layer 3"); the whole label when `depth` is `None` or the
-/// label is shallower; [`NO_LABEL`] for `None`. A depth of 0 counts as 1.
-pub fn label_group(label: Option<&str>, depth: Option<usize>) -> &str {
-    let Some(label) = label else {
-        return NO_LABEL;
-    };
-    let Some(depth) = depth else {
-        return label;
-    };
-    match label.match_indices('/').nth(depth.max(1) - 1) {
-        Some((at, _)) => &label[..at],
-        None => label,
-    }
-}
 
 /// The top label groups, ranked, and the series index of any label.
 ///
@@ -48,7 +29,7 @@ fn by_bytes(mut list: Vec<(String, u64)>) -> Vec<(String, u64)> {
 
 impl TopLabels {
     /// Keeps the `top` labels with the largest bytes, ties broken by name; `ranked` gives each
-    /// label (unlabelled as [`NO_LABEL`]) with its bytes. Labels are not grouped.
+    /// label (unlabelled as [`NO_LABEL`](super::NO_LABEL)) with its bytes. Labels are not grouped.
     pub fn rank(ranked: impl IntoIterator<Item = (String, u64)>, top: usize) -> TopLabels {
         let mut all = by_bytes(ranked.into_iter().collect());
         let has_other = all.len() > top;
@@ -185,7 +166,7 @@ impl TopLabels {
         self.names.len() + 1
     }
 
-    /// The series a label is drawn in; `None` means unlabelled ([`NO_LABEL`]).
+    /// The series a label is drawn in; `None` means unlabelled ([`NO_LABEL`](super::NO_LABEL)).
     ///
     /// # Complexity
     /// O(top · label length): the list is short.
@@ -211,6 +192,7 @@ impl TopLabels {
 mod tests {
     use super::*;
     use crate::memory_management::MemoryReport;
+    use crate::report::levels::NO_LABEL;
     use crate::report::snapshot::{
         MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
     };
