@@ -719,6 +719,7 @@ fn sample_config() -> MemoryConfig {
         ])),
         history: None,
         oom_snapshot: None,
+        records: None,
     }
 }
 
@@ -730,16 +731,19 @@ fn valid_config_round_trips_through_toml() {
             pools: Some(MemoryPoolsConfig::Preset(MemoryPoolsPreset::Adaptive)),
             history: None,
             oom_snapshot: None,
+            records: None,
         },
         MemoryConfig {
             pools: Some(MemoryPoolsConfig::Preset(MemoryPoolsPreset::ExclusivePages)),
             history: None,
             oom_snapshot: None,
+            records: None,
         },
         MemoryConfig {
             pools: None,
             history: None,
             oom_snapshot: None,
+            records: None,
         },
     ] {
         // As a whole file, read back by `parse_memory_config`.
@@ -795,6 +799,7 @@ fn load_from_a_file() {
             ])),
             history: None,
             oom_snapshot: None,
+            records: None,
         })
     );
 }

@@ -10,7 +10,9 @@
 #[cfg(test)]
 mod batch_tests;
 mod config;
+mod memory_history;
 mod mode;
+mod reads;
 mod ring;
 
 pub use crate::server::{
@@ -18,15 +20,16 @@ pub use crate::server::{
     MAX_IN_FLIGHT, MAX_PIPELINES, ReadBytes, SHARED_WRITE, SubmitPolicy,
 };
 pub use config::{load_submit_policy, parse_submit_policy};
+pub use memory_history::LabelScope;
 pub use mode::ModeWindow;
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,
     load_memory_config,
 };
-use crate::report::{EventKind, HistoryEvent, MemorySnapshot};
-use crate::server::{DeviceLoss, PendingMap, Poller, ReadFuture, Server, copy_bytes};
-use crate::server::{FreeRecord, History};
+use crate::report::EventKind;
+use crate::server::History;
+use crate::server::{DeviceLoss, Poller, Server, copy_bytes};
 use crate::storage::wgpu_storage::limits::storage_memory_properties;
 use parking_lot::{Mutex, ReentrantMutex};
 use ring::Ring;
@@ -68,6 +71,10 @@ struct Shared {
     history: Arc<Mutex<History>>,
     /// Where a main-memory out-of-memory writes the snapshot, if anywhere.
     oom_snapshot: Mutex<Option<std::path::PathBuf>>,
+    /// Where `record_memory` appends JSON lines, if anywhere.
+    records_file: Mutex<Option<std::path::PathBuf>>,
+    /// Records that could not be appended to `records_file`.
+    records_not_written: AtomicU64,
 }
 
 const _: () = {
@@ -136,6 +143,8 @@ impl Client {
                 uploads_in_flight,
                 history: Arc::new(Mutex::new(History::new(0))),
                 oom_snapshot: Mutex::new(None),
+                records_file: Mutex::new(None),
+                records_not_written: AtomicU64::new(0),
             }),
         }
     }
@@ -146,8 +155,11 @@ impl Client {
     /// client over it, laid out by the `memory.pools` config when one is found (the file
     /// named by `WGPU_MEMORY_CONFIG`, else `wgpu-memory.toml` in the working directory),
     /// else by the default (adaptive) layout. A `memory.history = N` there turns history
-    /// on from the start, as [`record_history`](Self::record_history)`(N)` does; a
-    /// `memory.oom_snapshot = "path"` sets [`set_oom_snapshot`](Self::set_oom_snapshot).
+    /// on from the start, as [`record_history`](Self::record_history)`(N)` does
+    /// (`history = { events = N, backtraces = true }` also
+    /// [`record_backtraces`](Self::record_backtraces)); a `memory.oom_snapshot = "path"`
+    /// sets [`set_oom_snapshot`](Self::set_oom_snapshot) and `memory.records = "path"`
+    /// [`set_records_file`](Self::set_records_file).
     ///
     /// # Errors
     /// [`ClientError::Config`] when the config cannot be read or is invalid;
@@ -159,7 +171,6 @@ impl Client {
 
     async fn open_default_async() -> Result<Self, ClientError> {
         let config = load_memory_config()?.unwrap_or_default();
-        let (pools, history, oom_snapshot) = (config.pools, config.history, config.oom_snapshot);
         let policy = load_submit_policy()?;
         // Vulkan, Metal and DX12 (lavapipe is Vulkan); `WGPU_BACKEND` overrides.
         let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
@@ -180,16 +191,18 @@ impl Client {
             })
             .await
             .map_err(|error| ClientError::RequestDevice(error.to_string()))?;
-        let layout = match pools {
+        let layout = match config.pools {
             Some(pools) => pools.resolve(&storage_memory_properties(&device.limits()))?,
             None => PoolLayout::Preset(MemoryConfiguration::default()),
         };
         let client = Self::with_layout(device, queue, Some(adapter.get_info()), layout);
         client.set_submit_policy(policy);
-        if let Some(events) = history {
-            client.record_history(events);
+        if let Some(history) = config.history {
+            client.record_history(history.events);
+            client.record_backtraces(history.backtraces);
         }
-        client.set_oom_snapshot(oom_snapshot);
+        client.set_oom_snapshot(config.oom_snapshot);
+        client.set_records_file(config.records);
         Ok(client)
     }
 
@@ -220,8 +233,7 @@ impl Client {
     /// # Errors
     /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Reserve`] when
     /// the main or the upload staging memory cannot hold it
-    /// ([`ClientError::OutOfMemorySnapshot`] instead when the main memory is out of room
-    /// and an out-of-memory snapshot path is set); [`ClientError::Map`] when the
+    /// ([`ClientError::OutOfMemory`] instead when the main memory is out of room); [`ClientError::Map`] when the
     /// staging range is not mapped; [`ClientError::Wgpu`] when a due submit fails.
     pub fn create(&self, data: &[u8]) -> Result<Handle, ClientError> {
         self.create_with(data.len() as u64, |bytes| copy_bytes(bytes, data))
@@ -243,19 +255,22 @@ impl Client {
         let mut main_failed = false;
         let created = (|| {
             let mut server = self.shared.server.lock();
+            let reserved = server.empty(size);
             let handle = self
-                .record_failure(size, server.empty(size))
+                .record_failure(&mut server, size, reserved)
                 .inspect_err(|_| main_failed = true)?;
+            let handle = self.reserved(&mut server, handle);
             server.write_with(&handle, 0, size, fill)?;
-            let handle = self.reserved(handle);
+            self.record_pages(&mut server);
             self.record(EventKind::Upload, size, |event| {
-                event.id = Some(handle.memory.descriptor().id.value as u64)
+                event.id = Some(handle.memory.descriptor().id.value as u64);
+                event.memory = Some("upload".to_string());
             });
             Ok((handle, server.submit_due()))
         })();
-        // The server's lock is released: the snapshot takes it again.
+        // The server's lock is released: the out-of-memory detail takes it again.
         let (handle, due) = if main_failed {
-            self.snapshot_on_oom(created)?
+            self.explain_oom(created)?
         } else {
             created?
         };
@@ -270,16 +285,17 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Reserve`] when
-    /// the memory cannot hold it ([`ClientError::OutOfMemorySnapshot`] instead when it is
-    /// out of room and an out-of-memory snapshot path is set, see
-    /// [`set_oom_snapshot`](Self::set_oom_snapshot)).
+    /// no pool takes the size; [`ClientError::OutOfMemory`] when the memory is out of
+    /// room (it names the largest live allocations and each pool's free room, and the
+    /// snapshot file when [`set_oom_snapshot`](Self::set_oom_snapshot) set one).
     pub fn empty(&self, size: u64) -> Result<Handle, ClientError> {
         let reserved = {
             let mut server = self.shared.server.lock();
-            self.record_failure(size, server.empty(size))
+            let reserved = server.empty(size);
+            self.record_failure(&mut server, size, reserved)
+                .map(|handle| self.reserved(&mut server, handle))
         };
-        let handle = self.snapshot_on_oom(reserved)?;
-        Ok(self.reserved(handle))
+        self.explain_oom(reserved)
     }
 
     /// Writes `data` at byte `offset` of `handle`, ordered after every launch and write
@@ -313,8 +329,10 @@ impl Client {
         let due = {
             let mut server = self.shared.server.lock();
             server.write_with(handle, offset, size, fill)?;
+            self.record_pages(&mut server);
             self.record(EventKind::Upload, size, |event| {
-                event.id = Some(handle.memory.descriptor().id.value as u64)
+                event.id = Some(handle.memory.descriptor().id.value as u64);
+                event.memory = Some("upload".to_string());
             });
             server.submit_due()
         };
@@ -409,106 +427,6 @@ impl Client {
         }
     }
 
-    /// Reads the whole handle back, zero-copy: the bytes are a view of the mapped
-    /// staging range ([`ReadBytes`]).
-    ///
-    /// The read's copy joins the pending batch, which the read submits at once, so the
-    /// bytes are those after every earlier launch and write and before every later one,
-    /// whenever the future is awaited. The future completes without the caller polling
-    /// wgpu (a background thread polls while maps are pending) and never holds the
-    /// client's lock while it waits. Dropping it early gives its staging slice back once
-    /// the map completes. A zero-size read issues no GPU work.
-    ///
-    /// # Errors
-    /// [`ClientError::Unwritten`] when a failure claims bytes of the handle (the report
-    /// names the root wgpu error and the skipped kernels); [`ClientError::Unallocated`]
-    /// when the handle has no slice; [`ClientError::Reserve`] when no staging memory is
-    /// left; [`ClientError::DeviceLost`] when the device is lost before or during the
-    /// read; [`ClientError::Wgpu`] when wgpu refuses the batch; [`ClientError::Map`] when
-    /// mapping fails.
-    pub fn read(
-        &self,
-        handle: &Handle,
-    ) -> impl Future<Output = Result<ReadBytes, ClientError>> + Send + 'static {
-        let started = self.start_read(&[handle]);
-        async move {
-            let mut parts = started.await?;
-            Ok(parts.pop().unwrap_or_else(ReadBytes::empty))
-        }
-    }
-
-    /// Reads many handles with one staging allocation, one submit and one map (small
-    /// reads cost one round trip, not one each); one [`ReadBytes`] per handle, in order.
-    ///
-    /// # Errors
-    /// As [`read`](Self::read).
-    pub fn read_many(
-        &self,
-        handles: &[&Handle],
-    ) -> impl Future<Output = Result<Vec<ReadBytes>, ClientError>> + Send + 'static {
-        self.start_read(handles)
-    }
-
-    fn start_read(&self, handles: &[&Handle]) -> ReadFuture {
-        self.notice_loss();
-        let parts: Vec<(&Handle, u64, u64)> = handles.iter().map(|h| (*h, 0, h.size)).collect();
-        let started = self.record_and_submit_read(&parts);
-        ReadFuture::new(
-            started,
-            parts.len(),
-            self.shared.poller.clone(),
-            self.shared.device.clone(),
-            self.shared.lost.clone(),
-        )
-    }
-
-    /// Records the read's copies, submits the batch that carries them, and requests the
-    /// staging map behind that submission.
-    fn record_and_submit_read(
-        &self,
-        parts: &[(&Handle, u64, u64)],
-    ) -> Result<Option<PendingMap>, ClientError> {
-        let _turn = self.shared.turn.lock();
-        let (plan, batch) = {
-            let mut server = self.shared.server.lock();
-            let plan = server.start_read(parts)?;
-            let bytes = parts.iter().map(|(_, _, len)| len).sum();
-            self.record(EventKind::Readback, bytes, |_| {});
-            let batch = plan.as_ref().and_then(|_| server.take_batch());
-            (plan, batch)
-        };
-        let Some(plan) = plan else {
-            return Ok(None);
-        };
-        let submission = match self.submit_batch(batch)? {
-            Some(submission) => submission,
-            // Cannot happen (the read recorded copies), but a fence is still well defined.
-            None => self.shared.queue.submit([]),
-        };
-        Ok(Some(plan.map(
-            &self.shared.device,
-            submission,
-            &self.shared.poller,
-        )))
-    }
-
-    /// [`read`](Self::read), blocking the calling thread.
-    ///
-    /// # Errors
-    /// As [`read`](Self::read).
-    pub fn read_blocking(&self, handle: &Handle) -> Result<ReadBytes, ClientError> {
-        let mut parts = self.start_read(&[handle]).wait()?;
-        Ok(parts.pop().unwrap_or_else(ReadBytes::empty))
-    }
-
-    /// [`read_many`](Self::read_many), blocking the calling thread.
-    ///
-    /// # Errors
-    /// As [`read`](Self::read).
-    pub fn read_many_blocking(&self, handles: &[&Handle]) -> Result<Vec<ReadBytes>, ClientError> {
-        self.start_read(handles).wait()
-    }
-
     /// Failures the device still holds: allocations carry bytes a failed operation left
     /// unwritten. Dropped handles count until the next reservation or cleanup.
     pub fn failures_held(&self) -> usize {
@@ -579,180 +497,6 @@ impl Client {
         self.shared.server.lock().memory_report()
     }
 
-    /// Every page of every memory (`"main"`, then the readback staging `"staging"` and
-    /// the upload staging `"upload"`), each live slice in it (offset, requested size,
-    /// padding, allocation id), and the memory report, taken together under the client's
-    /// lock. Write it with [`MemorySnapshot::to_json`](crate::report::MemorySnapshot::to_json);
-    /// draw it with `examples/memory_viz`.
-    ///
-    /// Its slices sum to the report's numbers, memory by memory, and no two live slices
-    /// overlap ([`check`](crate::report::MemorySnapshot::check),
-    /// [`check_report`](crate::report::MemorySnapshot::check_report)). Times are µs since
-    /// the client was made.
-    ///
-    /// # Complexity
-    /// O(pages + slices held); the lock is held for the whole walk.
-    ///
-    /// With history on ([`record_history`](Self::record_history)) it carries the ring's
-    /// events, and each slice reserved while history was on carries its label and age.
-    pub fn memory_snapshot(&self) -> MemorySnapshot {
-        let server = self.shared.server.lock();
-        let history = self.shared.history.lock();
-        let taken_us = history.now_us();
-        let mut snapshot = server.memory_snapshot(taken_us);
-        let (events, dropped) = history.events();
-        snapshot.history = events;
-        snapshot.history_dropped = dropped;
-        for slice in snapshot
-            .memories
-            .iter_mut()
-            .filter(|memory| memory.name == crate::report::MAIN_MEMORY)
-            .flat_map(|memory| &mut memory.pools)
-            .flat_map(|pool| &mut pool.pages)
-            .flat_map(|page| &mut page.slices)
-        {
-            if let Some((label, at)) = slice.id.and_then(|id| history.live.get(&id)) {
-                slice.label = label.clone();
-                slice.age_us = Some(taken_us.saturating_sub(*at));
-            }
-        }
-        snapshot
-    }
-
-    /// Records at most `events` history events from now on, in a ring that keeps the
-    /// newest (memory bounded by `events`); 0 turns history off and drops what it held.
-    /// Changing the bound keeps the newest events that fit.
-    ///
-    /// Recorded: each reservation ([`EventKind::Reserve`]: requested bytes, allocation
-    /// id, label), its free when the last clone of its [`Handle`] is dropped
-    /// ([`EventKind::Free`], same bytes and label), uploads and readbacks (bytes),
-    /// launches (kernel label), cleanups (bytes released), installs and out-of-memory
-    /// failures. Times are µs since the client was made. Handles made while history is
-    /// off record no free.
-    pub fn record_history(&self, events: usize) {
-        let mut history = self.shared.history.lock();
-        history.set_capacity(events);
-        if events == 0 {
-            let dropped = std::mem::take(&mut history.live);
-            drop(history);
-            drop(dropped);
-        }
-    }
-
-    /// Where a main-memory reservation that runs out of room (out of device memory, or
-    /// capped pools full) writes the memory snapshot of that moment, as JSON; `None`
-    /// writes none. The error is then [`ClientError::OutOfMemorySnapshot`], naming the
-    /// file. Each such failure overwrites the file. Also set by `[memory] oom_snapshot`.
-    pub fn set_oom_snapshot(&self, path: Option<std::path::PathBuf>) {
-        *self.shared.oom_snapshot.lock() = path;
-    }
-
-    /// `result`, or, for a main-memory reservation out of room while an out-of-memory
-    /// snapshot path is set, the error naming the snapshot written there. Takes the
-    /// server's lock: call it without holding it.
-    fn snapshot_on_oom<T>(&self, result: Result<T, ClientError>) -> Result<T, ClientError> {
-        let error = match result {
-            Err(ClientError::Reserve(
-                error @ (crate::memory_management::ReserveError::OutOfMemory { .. }
-                | crate::memory_management::ReserveError::PoolCapacityExceeded { .. }),
-            )) => error,
-            other => return other,
-        };
-        let Some(path) = self.shared.oom_snapshot.lock().clone() else {
-            return Err(ClientError::Reserve(error));
-        };
-        let written = self
-            .memory_snapshot()
-            .to_json()
-            .map_err(|e| e.to_string())
-            .and_then(|json| std::fs::write(&path, json).map_err(|e| e.to_string()));
-        match written {
-            Ok(()) => Err(ClientError::OutOfMemorySnapshot {
-                error: Box::new(error),
-                snapshot: path,
-            }),
-            Err(message) => {
-                tracing::error!(path = %path.display(), %message, "writing the out-of-memory snapshot failed");
-                Err(ClientError::Reserve(error))
-            }
-        }
-    }
-
-    /// Opens a label scope: reservations made while the returned guard lives carry
-    /// `name` (nested scopes join as `"outer/inner"`) in their history events and
-    /// snapshot slices. Dropping the guard closes it and every scope opened inside it.
-    ///
-    /// Scopes belong to the client, not to a thread: a reservation on another thread
-    /// while a scope is open carries its label too. Labels are kept only while history
-    /// is on ([`record_history`](Self::record_history)).
-    pub fn label(&self, name: &str) -> LabelScope {
-        let depth = self.shared.history.lock().labels.push(name);
-        LabelScope {
-            history: self.shared.history.clone(),
-            depth,
-        }
-    }
-
-    /// The history ring's events, oldest first (empty while history is off).
-    pub fn history(&self) -> Vec<HistoryEvent> {
-        self.shared.history.lock().events().0
-    }
-
-    /// Records an event of `kind`, when history is on.
-    fn record(&self, kind: EventKind, bytes: u64, fill: impl FnOnce(&mut HistoryEvent)) {
-        self.shared.history.lock().push(kind, bytes, fill);
-    }
-
-    /// Records a new handle's reservation and gives it the record of its free, when
-    /// history is on.
-    fn reserved(&self, mut handle: Handle) -> Handle {
-        let mut history = self.shared.history.lock();
-        if !history.on() {
-            return handle;
-        }
-        let id = handle.memory.descriptor().id.value as u64;
-        let label = history.labels.current().map(str::to_string);
-        let now = history.now_us();
-        history.live.insert(id, (label.clone(), now));
-        let event_label = label.clone();
-        history.push(EventKind::Reserve, handle.size, |event| {
-            event.id = Some(id);
-            event.label = event_label;
-        });
-        handle.free_record = Some(FreeRecord::new(
-            &self.shared.history,
-            handle.size,
-            id,
-            label,
-        ));
-        handle
-    }
-
-    /// Records an out-of-memory failure of a reservation of `bytes`, when `error` is one.
-    fn record_failure<T>(
-        &self,
-        bytes: u64,
-        result: Result<T, ClientError>,
-    ) -> Result<T, ClientError> {
-        if let Err(ClientError::Reserve(error)) = &result
-            && matches!(
-                error,
-                crate::memory_management::ReserveError::OutOfMemory { .. }
-                    | crate::memory_management::ReserveError::PoolCapacityExceeded { .. }
-            )
-        {
-            let label = self
-                .shared
-                .history
-                .lock()
-                .labels
-                .current()
-                .map(str::to_string);
-            self.record(EventKind::OutOfMemory, bytes, |event| event.label = label);
-        }
-        result
-    }
-
     /// Installs a new pool layout in the main memory: resolves `config` against the
     /// device's limits, gives every free page back, then swaps the pools (fresh high-water
     /// marks). Staging memory is never affected.
@@ -767,35 +511,9 @@ impl Client {
         let before = reserved_bytes(&server.memory_report());
         server.install(layout)?;
         let dropped = before.saturating_sub(reserved_bytes(&server.memory_report()));
+        self.record_pages(&mut server);
         self.record(EventKind::Install, dropped, |_| {});
         Ok(())
-    }
-
-    /// Records the memory report under `label` (what the program was doing: `"model
-    /// loaded"`, `"after step 10"`) and returns the record; the client keeps the newest
-    /// ones for [`memory_records`](Self::memory_records) (a bounded ring). Records are
-    /// serde values, ready for a JSON-lines log or a timeline.
-    pub fn record_memory(&self, label: impl Into<String>) -> MemoryRecord {
-        let record = MemoryRecord {
-            label: label.into(),
-            report: self.memory_report(),
-        };
-        self.shared.records.lock().push(record.clone());
-        record
-    }
-
-    /// The newest records made by [`record_memory`](Self::record_memory), oldest first:
-    /// at most [`DEFAULT_RECORDS`] (1024), or the capacity set with
-    /// [`set_record_capacity`](Self::set_record_capacity).
-    pub fn memory_records(&self) -> Vec<MemoryRecord> {
-        self.shared.records.lock().to_vec()
-    }
-
-    /// Keeps at most `capacity` memory records (the newest), dropping older ones now and
-    /// later. Each record holds a whole report, so the bound is what keeps a long run's
-    /// records from growing without end.
-    pub fn set_record_capacity(&self, capacity: usize) {
-        self.shared.records.lock().set_capacity(capacity);
     }
 
     /// Gives every page without a live slice back to the driver, in every memory (main,
@@ -808,6 +526,7 @@ impl Client {
         let before = reserved_bytes(&server.memory_report());
         server.cleanup();
         let released = before.saturating_sub(reserved_bytes(&server.memory_report()));
+        self.record_pages(&mut server);
         self.record(EventKind::Cleanup, released, |_| {});
     }
 
@@ -869,28 +588,6 @@ impl Client {
     /// At most the newest [`MAX_UNCAPTURED_ERRORS`] (256) are kept.
     pub fn uncaptured_errors(&self) -> Vec<String> {
         self.shared.uncaptured.lock().to_vec()
-    }
-}
-
-/// A label scope opened by [`Client::label`]; dropping it closes the scope (and any
-/// scope opened inside it that is still open).
-#[must_use = "the scope closes when the guard is dropped"]
-pub struct LabelScope {
-    history: Arc<Mutex<History>>,
-    depth: usize,
-}
-
-impl core::fmt::Debug for LabelScope {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("LabelScope")
-            .field("depth", &self.depth)
-            .finish()
-    }
-}
-
-impl Drop for LabelScope {
-    fn drop(&mut self) {
-        self.history.lock().labels.truncate(self.depth);
     }
 }
 

@@ -217,7 +217,7 @@ impl ReserveError {
     /// Whether the reservation failed for room (the device or a pool cap): a cleanup, or
     /// bytes pending release, may make room. A full cap counts: the bounded sweeps may
     /// not have seen every dropped handle of a large pool yet.
-    pub(crate) fn is_out_of_room(&self) -> bool {
+    pub fn is_out_of_room(&self) -> bool {
         matches!(
             self,
             ReserveError::OutOfMemory { .. } | ReserveError::PoolCapacityExceeded { .. }

@@ -7,7 +7,9 @@ use super::error_graph::{Claim, ErrorGraph, FailureId};
 use super::install_error::InstallMemoryPoolsError;
 use super::layout::{self, MAX_POOLS, PoolSpec};
 use super::options::MemoryManagementOptions;
+use super::page_events::{MemoryEvent, Observed, PageLog};
 use super::pending::{NothingPending, PendingRelease};
+use super::pool::page_map::page_id;
 use super::pool::slices::{SliceTable, Sweep, not_found};
 use super::pool::whole_page::{Release, Reuse, WholePagePool};
 use super::pool::{DynamicPool, GrowError, align_down, align_up};
@@ -66,6 +68,9 @@ pub struct MemoryManagement<S: ComputeStorage> {
     graph: ErrorGraph,
     /// See [`MemoryManagementOptions::transient`].
     transient: bool,
+    /// Page sizes, and the page and spill events an owner observes
+    /// ([`observe_pages`](Self::observe_pages)).
+    log: PageLog,
 }
 
 impl<S: ComputeStorage> core::fmt::Debug for MemoryManagement<S> {
@@ -108,6 +113,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         let largest_page = align_down(max_page, alignment);
         let dynamic = layout::instantiate(&specs, properties, options.transient);
         Self {
+            log: PageLog::new(&options.name),
             name: options.name,
             storage,
             properties: properties.clone(),
@@ -284,12 +290,98 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         if self.timed_release || self.dedicated.holds_pages() {
             self.cleanup(Cleanup::Periodic);
         }
-        match self.reserve_routed(size) {
+        let result = match self.reserve_routed(size) {
             Err(error) if error.is_out_of_room() => {
                 self.reserve_after_cleanup(size, error, pending)
             }
             result => result,
+        };
+        self.trace_reserve(size, &result);
+        result
+    }
+
+    /// A `tracing` event per reservation: `memory`, `size`, the `pool` that served it and
+    /// the `outcome` ("reserved" or the error). Out of memory is a warning; the rest are
+    /// at trace level, so a program without a subscriber pays only the level check.
+    fn trace_reserve(&self, size: u64, result: &Result<ManagedMemoryHandle, ReserveError>) {
+        match result {
+            Ok(handle) => tracing::trace!(
+                memory = %self.name,
+                size,
+                pool = self.place(handle.descriptor().location().pool),
+                outcome = "reserved",
+                "reserve"
+            ),
+            Err(error) if error.is_out_of_room() => tracing::warn!(
+                memory = %self.name,
+                size,
+                outcome = %error,
+                bytes_in_use = self.memory_usage().bytes_in_use,
+                bytes_reserved = self.memory_usage().bytes_reserved,
+                largest_free_slice = self.largest_free_slice(),
+                "out of memory"
+            ),
+            Err(error) => tracing::debug!(memory = %self.name, size, outcome = %error, "reserve"),
         }
+    }
+
+    /// The place in [`page_map`](Self::page_map) of the pool a handle's location names
+    /// (`pool` as `MemoryLocation` stores it).
+    pub fn place(&self, pool: u8) -> usize {
+        let (persistent, dedicated) = self.whole_page_places();
+        match pool {
+            PERSISTENT_POOL_POS => persistent,
+            DEDICATED_POOL_POS => dedicated,
+            position => usize::from(position),
+        }
+    }
+
+    /// The number of pools in [`page_map`](Self::page_map): the dynamic pools, then the
+    /// persistent and the dedicated pool.
+    pub fn pool_count(&self) -> usize {
+        self.dynamic.len() + 2
+    }
+
+    /// The kind of the pool at `place` in [`page_map`](Self::page_map) order (as its
+    /// report states it), or `None` past the last pool.
+    pub fn pool_kind(&self, place: usize) -> Option<MemoryPoolKind> {
+        let (persistent, dedicated) = self.whole_page_places();
+        match place {
+            _ if place == persistent => Some(self.persistent.report().kind),
+            _ if place == dedicated => Some(self.dedicated.report().kind),
+            _ => self.dynamic.get(place).map(|pool| pool.report().kind),
+        }
+    }
+
+    /// The places of the persistent and dedicated pools in [`page_map`](Self::page_map):
+    /// right after the dynamic pools.
+    fn whole_page_places(&self) -> (usize, usize) {
+        (self.dynamic.len(), self.dynamic.len() + 1)
+    }
+
+    /// Starts (`true`) or stops keeping the [`MemoryEvent`]s of this memory (pages made
+    /// and given back, spills) for [`take_events`](Self::take_events). Stopping drops the
+    /// events kept. Off by default; a memory that keeps events still holds at most
+    /// [`MAX_MEMORY_EVENTS`](super::MAX_MEMORY_EVENTS) between two takes.
+    pub fn observe_pages(&mut self, on: bool) {
+        self.log.observe(on);
+    }
+
+    /// The events kept since the last call, oldest first, and how many older ones were
+    /// dropped because the log was full.
+    pub fn take_events(&mut self) -> (Vec<MemoryEvent>, u64) {
+        self.log.take()
+    }
+
+    /// Where the slice of `binding` lies: its pool's place in [`page_map`](Self::page_map),
+    /// the page id and the offset in bytes.
+    ///
+    /// # Errors
+    /// [`IoError::NotFound`] for a binding whose slice is gone.
+    pub fn locate(&self, binding: &ManagedMemoryBinding) -> Result<(usize, u64, u64), IoError> {
+        let storage = self.get_storage(binding)?;
+        let place = self.place(binding.descriptor().location().pool);
+        Ok((place, page_id(&storage.id), storage.utilization.offset))
     }
 
     /// The out-of-room path: an explicit cleanup (it also sweeps every dropped handle the
@@ -324,9 +416,12 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     fn reserve_routed(&mut self, size: u64) -> Result<ManagedMemoryHandle, ReserveError> {
         let now = self.reservations;
         let largest = self.largest_page();
-        let (pool, position) = match self.current_mode() {
-            MemoryAllocationMode::Persistent => (&mut self.persistent, PERSISTENT_POOL_POS),
-            MemoryAllocationMode::Dedicated => (&mut self.dedicated, DEDICATED_POOL_POS),
+        let (persistent, dedicated) = self.whole_page_places();
+        let (pool, position, place) = match self.current_mode() {
+            MemoryAllocationMode::Persistent => {
+                (&mut self.persistent, PERSISTENT_POOL_POS, persistent)
+            }
+            MemoryAllocationMode::Dedicated => (&mut self.dedicated, DEDICATED_POOL_POS, dedicated),
             MemoryAllocationMode::Auto => return self.reserve_dynamic(size),
         };
         if align_up(size.max(1), self.properties.alignment.max(1)) > largest {
@@ -338,7 +433,12 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         if let Some(handle) = pool.try_reserve(size, now) {
             return Ok(handle);
         }
-        pool.grow(&mut self.storage, size, now)
+        let mut storage = Observed {
+            storage: &mut self.storage,
+            log: &mut self.log,
+            pool: place,
+        };
+        pool.grow(&mut storage, size, now)
             .map_err(|error| grow_error(error, size, position, None))
     }
 
@@ -359,15 +459,21 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         }
         // Room already held in any accepting pool comes before a new page anywhere
         // (upstream grew the first accepting pool while a later one had room).
-        for pool in &mut self.dynamic {
+        for (place, pool) in self.dynamic.iter_mut().enumerate() {
+            let mut storage = Observed {
+                storage: &mut self.storage,
+                log: &mut self.log,
+                pool: place,
+            };
             if pool.accept(size)
-                && let Some(handle) = pool.try_reserve(&mut self.storage, size, now)
+                && let Some(handle) = pool.try_reserve(&mut storage, size, now)
             {
                 return Ok(handle);
             }
         }
         let mut spilled = None;
         let mut spilled_cap = None;
+        let mut spilled_from = None;
         for position in 0..self.dynamic.len() {
             let pool = &mut self.dynamic[position];
             if !pool.accept(size) {
@@ -375,11 +481,26 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             }
             // A pool the reservation spilled to reports the cap that made it spill.
             let cap = pool.cap().or(spilled_cap);
-            match pool.grow(&mut self.storage, size, now) {
-                Ok(handle) => return Ok(handle),
+            let mut storage = Observed {
+                storage: &mut self.storage,
+                log: &mut self.log,
+                pool: position,
+            };
+            match pool.grow(&mut storage, size, now) {
+                Ok(handle) => {
+                    if let Some(from) = spilled_from {
+                        self.log.push(MemoryEvent::Spill {
+                            from,
+                            to: position,
+                            bytes: size,
+                        });
+                    }
+                    return Ok(handle);
+                }
                 Err(GrowError::Capacity { .. }) if spilled.is_some() => {}
                 Err(error @ GrowError::Capacity { .. }) => {
                     spilled_cap = cap;
+                    spilled_from = Some(position);
                     self.warn_spill(position, size);
                     spilled = Some(grow_error(error, size, position as u8, cap));
                 }
@@ -495,11 +616,23 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                 }
             }
             Cleanup::Explicit => {
-                for pool in &mut self.dynamic {
-                    pool.release_free_pages(&mut self.storage, now);
+                let (persistent, dedicated) = self.whole_page_places();
+                for (place, pool) in self.dynamic.iter_mut().enumerate() {
+                    let mut storage = Observed {
+                        storage: &mut self.storage,
+                        log: &mut self.log,
+                        pool: place,
+                    };
+                    pool.release_free_pages(&mut storage, now);
                 }
-                self.persistent.release_free_pages(&mut self.storage, now);
-                self.dedicated.release_free_pages(&mut self.storage, now);
+                let mut storage = Observed {
+                    storage: &mut self.storage,
+                    log: &mut self.log,
+                    pool: persistent,
+                };
+                self.persistent.release_free_pages(&mut storage, now);
+                storage.pool = dedicated;
+                self.dedicated.release_free_pages(&mut storage, now);
                 self.storage.flush();
             }
         }
@@ -533,7 +666,14 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         match location.pool {
             PERSISTENT_POOL_POS => self.persistent.sweep(sweep, now),
             DEDICATED_POOL_POS => self.dedicated.sweep(sweep, now),
-            position => self.dynamic[position as usize].sweep(&mut self.storage, sweep, now),
+            position => {
+                let mut storage = Observed {
+                    storage: &mut self.storage,
+                    log: &mut self.log,
+                    pool: position as usize,
+                };
+                self.dynamic[position as usize].sweep(&mut storage, sweep, now)
+            }
         }
         self.table_mut(location.pool)
             .is_ok_and(|table| table.live() < before)
@@ -618,11 +758,22 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// flushes the storage).
     fn cleanup_periodic(&mut self) -> bool {
         let now = self.reservations;
+        let (_, dedicated) = self.whole_page_places();
         let mut released = false;
-        for pool in &mut self.dynamic {
-            released |= pool.cleanup_periodic(&mut self.storage, now);
+        for (place, pool) in self.dynamic.iter_mut().enumerate() {
+            let mut storage = Observed {
+                storage: &mut self.storage,
+                log: &mut self.log,
+                pool: place,
+            };
+            released |= pool.cleanup_periodic(&mut storage, now);
         }
-        released | self.dedicated.cleanup_periodic(&mut self.storage, now)
+        let mut storage = Observed {
+            storage: &mut self.storage,
+            log: &mut self.log,
+            pool: dedicated,
+        };
+        released | self.dedicated.cleanup_periodic(&mut storage, now)
     }
 
     fn table(&self, binding: &ManagedMemoryBinding) -> Result<&SliceTable, IoError> {

@@ -33,6 +33,7 @@ mod install_error;
 mod layout;
 mod manager;
 mod options;
+mod page_events;
 mod page_map;
 mod pending;
 mod placement;
@@ -48,11 +49,12 @@ pub use error_graph::{Claim, ErrorGraph, FailureId, FailureReport, MAX_SKIPPED, 
 pub use install_error::InstallMemoryPoolsError;
 pub use manager::{Cleanup, MemoryManagement};
 pub use options::MemoryManagementOptions;
+pub use page_events::{MAX_MEMORY_EVENTS, MemoryEvent};
 pub use page_map::{LiveSlice, PageSlices, PoolPages};
 pub use pending::{NothingPending, PendingRelease};
 pub use pools_config::{
-    MemoryConfig, MemoryPoolConfig, MemoryPoolsConfig, MemoryPoolsPreset, MemorySize, PoolLayout,
-    load_memory_config, load_memory_config_from, parse_memory_config,
+    HistoryConfig, MemoryConfig, MemoryPoolConfig, MemoryPoolsConfig, MemoryPoolsPreset,
+    MemorySize, PoolLayout, load_memory_config, load_memory_config_from, parse_memory_config,
 };
 pub use taint::Taint;
 pub use usage::format_bytes;

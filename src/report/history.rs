@@ -16,15 +16,17 @@ pub enum EventKind {
     Reserve,
     /// The last clone of a handle was dropped: its `bytes` (requested) are no longer in use.
     Free,
-    /// A page was made (one device allocation of `bytes`).
+    /// A page was made (one device allocation of `bytes`) for `pool` of `memory`.
     PageMade,
-    /// A page was given back to the driver (`bytes` no longer reserved).
+    /// A page of `pool` of `memory` was given back to the driver (`bytes` no longer
+    /// reserved).
     PageReleased,
     /// A cleanup ran; `bytes` is what it released.
     Cleanup,
     /// A pool layout was installed; `bytes` is the reserved size it dropped, if any.
     Install,
-    /// A reservation did not fit its preferred pool and went to another one (`pool`).
+    /// A reservation found the first pool that accepts its size capped and full, and went
+    /// to a later one (`pool`); `id` and `label` are the reservation's.
     Spill,
     /// A reservation of `bytes` failed for lack of memory.
     OutOfMemory,
@@ -83,6 +85,10 @@ pub struct HistoryEvent {
     /// a page made or released, the bytes released by a cleanup, the bytes moved by an upload
     /// or a readback; 0 where nothing is counted (a launch).
     pub bytes: u64,
+    /// The memory (as [`MemorySnapshotMemory::name`](super::MemorySnapshotMemory::name):
+    /// `"main"`, `"staging"`, `"upload"`) of a reservation, page or spill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
     /// The pool, by name (as [`PoolSnapshot::pool`](super::PoolSnapshot::pool)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<String>,
@@ -111,6 +117,7 @@ impl HistoryEvent {
             time_us,
             kind,
             bytes,
+            memory: None,
             pool: None,
             page: None,
             offset: None,

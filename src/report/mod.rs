@@ -14,6 +14,7 @@
 mod history;
 mod label_stack;
 mod levels;
+mod out_of_memory;
 mod page_map;
 mod snapshot;
 mod snapshot_error;
@@ -24,6 +25,7 @@ mod top_labels;
 pub use history::{EventKind, HistoryEvent, HistoryRing};
 pub use label_stack::LabelStack;
 pub use levels::{NO_LABEL, label_group, label_peaks};
+pub use out_of_memory::{LiveAllocation, OOM_LARGEST, OutOfMemoryDetail, PoolRoom};
 pub use page_map::{PageRun, PageStats, RunFill, page_runs};
 pub use snapshot::{
     MAIN_MEMORY, MemorySnapshot, MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,

@@ -3,7 +3,18 @@
 use crate::memory_management::{
     FailureReport, InstallMemoryPoolsError, PoolConfigError, ReserveError,
 };
+use crate::report::OutOfMemoryDetail;
 use cubecl_runtime::server::IoError;
+
+/// The line naming the out-of-memory snapshot file, if one was written.
+fn snapshot_line(snapshot: Option<&std::path::Path>) -> String {
+    snapshot.map_or_else(String::new, |path| {
+        format!(
+            "\nthe memory snapshot of that moment is in {}",
+            path.display()
+        )
+    })
+}
 
 /// Why a [`Client`](crate::Client) operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -27,23 +38,32 @@ pub enum ClientError {
     /// The adapter refused to open a device.
     #[error("the adapter refused to open a device: {0}")]
     RequestDevice(String),
-    /// The memory could not reserve the bytes (too big, capped pools full, out of
-    /// device memory); the error carries the numbers.
+    /// The memory could not reserve the bytes: too big for any pool, a gap in the
+    /// layout, or out of room in the upload or readback staging memory. The error carries
+    /// the numbers. Out of room in the main memory is [`OutOfMemory`](Self::OutOfMemory).
     #[error(transparent)]
     Reserve(#[from] ReserveError),
-    /// A main-memory reservation ran out of room (out of device memory, or capped pools
-    /// full), and the memory snapshot of that moment was written to `snapshot` (the
-    /// `[memory] oom_snapshot` path, or
-    /// [`set_oom_snapshot`](crate::Client::set_oom_snapshot)). Draw it with
-    /// `examples/memory_viz`. When writing it fails, the error is a plain
-    /// [`Reserve`](Self::Reserve) and the failure is logged.
-    #[error("{error}; the memory snapshot of that moment is in {}", .snapshot.display())]
-    OutOfMemorySnapshot {
-        /// The reservation's error, with its numbers.
+    /// A main-memory reservation ran out of room: the device refused a page
+    /// ([`ReserveError::OutOfMemory`]) or every accepting pool is capped and full
+    /// ([`ReserveError::PoolCapacityExceeded`]), even after a cleanup and a wait for the
+    /// bytes pending release.
+    ///
+    /// `detail` names the five largest live allocations (size, label and age when history
+    /// is on, id, pool) and each pool's free room, largest free slice and fragmentation,
+    /// all from a snapshot of that moment. When an out-of-memory snapshot path is set
+    /// (`[memory] oom_snapshot`, [`set_oom_snapshot`](crate::Client::set_oom_snapshot)),
+    /// the whole snapshot was written there (`snapshot`); draw it with
+    /// `examples/memory_viz`. A snapshot that could not be written is logged and
+    /// `snapshot` is `None`.
+    #[error("{error}\n{detail}{}", snapshot_line(.snapshot.as_deref()))]
+    OutOfMemory {
+        /// The reservation's error, with the memory's numbers.
         #[source]
         error: Box<ReserveError>,
-        /// Where the snapshot (JSON) was written.
-        snapshot: std::path::PathBuf,
+        /// What held the memory at that moment.
+        detail: Box<OutOfMemoryDetail>,
+        /// Where the snapshot (JSON) was written, if it was.
+        snapshot: Option<std::path::PathBuf>,
     },
     /// A handle names no live slice (stale, or never allocated), or another memory error.
     #[error(transparent)]

@@ -4,10 +4,15 @@
 //! be dropped anywhere, even while the server's lock is held, and logging its free must
 //! not take that lock. Nothing is dropped or called out while this mutex is held.
 
-use crate::report::{EventKind, HistoryEvent, HistoryRing, LabelStack};
+use super::Server;
+use super::handle::Handle;
+use super::snapshot::place_name;
+use crate::memory_management::{MemoryEvent, MemoryManagement};
+use crate::report::{EventKind, HistoryEvent, HistoryRing, LabelStack, MAIN_MEMORY};
+use crate::storage::WgpuStorage;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Weak;
 use std::time::Instant;
 
 /// The ring and the clock its times count from.
@@ -18,7 +23,10 @@ pub(crate) struct History {
     /// The label scopes open now.
     pub(crate) labels: LabelStack,
     /// Live allocations reserved while history was on: id → (label, reserved at µs).
+    /// Bounded by the live handles: an entry goes with the handle's last clone.
     pub(crate) live: HashMap<u64, (Option<String>, u64)>,
+    /// Whether each reservation records the caller's backtrace.
+    pub(crate) backtraces: bool,
 }
 
 impl History {
@@ -28,6 +36,7 @@ impl History {
             started: Instant::now(),
             labels: LabelStack::default(),
             live: HashMap::new(),
+            backtraces: false,
         }
     }
 
@@ -75,22 +84,8 @@ pub(crate) struct FreeRecord {
     pub(crate) bytes: u64,
     pub(crate) id: u64,
     pub(crate) label: Option<String>,
-}
-
-impl FreeRecord {
-    pub(crate) fn new(
-        history: &Arc<Mutex<History>>,
-        bytes: u64,
-        id: u64,
-        label: Option<String>,
-    ) -> Arc<Self> {
-        Arc::new(FreeRecord {
-            history: Arc::downgrade(history),
-            bytes,
-            id,
-            label,
-        })
-    }
+    /// Where the slice was reserved.
+    pub(crate) placement: Option<Placement>,
 }
 
 impl Drop for FreeRecord {
@@ -98,13 +93,111 @@ impl Drop for FreeRecord {
         // The client may be gone already: then there is no ring to record into.
         if let Some(history) = self.history.upgrade() {
             let label = self.label.take();
+            let placement = self.placement.take();
             let id = self.id;
             let mut history = history.lock();
             history.live.remove(&id);
             history.push(EventKind::Free, self.bytes, |event| {
                 event.id = Some(id);
                 event.label = label;
+                event.memory = Some(MAIN_MEMORY.to_string());
+                if let Some(placement) = placement {
+                    event.pool = Some(placement.pool);
+                    event.page = Some(placement.page);
+                    event.offset = Some(placement.offset);
+                }
             });
         }
     }
+}
+
+/// Where a reservation landed: the pool's name, the page id and the offset in bytes.
+#[derive(Debug, Clone)]
+pub(crate) struct Placement {
+    pub(crate) pool: String,
+    pub(crate) page: u64,
+    pub(crate) offset: u64,
+}
+
+impl Server {
+    /// Starts or stops keeping page and spill events in every memory (main, readback
+    /// staging, upload staging), for [`record_page_events`](Self::record_page_events).
+    pub(crate) fn observe_pages(&mut self, on: bool) {
+        for memory in [&mut self.main, &mut self.staging, &mut self.uploads.memory] {
+            memory.observe_pages(on);
+        }
+    }
+
+    /// Moves the page and spill events every memory kept into `history`, stamped now.
+    /// A spill is the reservation `reservation` (its id and label) when one is given.
+    pub(crate) fn record_page_events(
+        &mut self,
+        history: &mut History,
+        reservation: Option<(u64, Option<&str>)>,
+    ) {
+        let memories = [
+            (MAIN_MEMORY, &mut self.main),
+            ("staging", &mut self.staging),
+            ("upload", &mut self.uploads.memory),
+        ];
+        for (name, memory) in memories {
+            let (events, dropped) = memory.take_events();
+            if dropped > 0 {
+                tracing::warn!(
+                    memory = name,
+                    dropped,
+                    "page events dropped before history took them"
+                );
+            }
+            for event in events {
+                push_page_event(history, name, memory, event, reservation);
+            }
+        }
+    }
+
+    /// Where `handle`'s slice lies in the main memory, or `None` for a stale handle.
+    pub(crate) fn placement(&self, handle: &Handle) -> Option<Placement> {
+        let (place, page, offset) = self.main.locate(&handle.binding()).ok()?;
+        Some(Placement {
+            pool: pool_at(&self.main, place),
+            page,
+            offset,
+        })
+    }
+}
+
+fn pool_at(memory: &MemoryManagement<WgpuStorage>, place: usize) -> String {
+    match memory.pool_kind(place) {
+        Some(kind) => place_name(memory.pool_count(), place, &kind),
+        None => format!("pool {place}"),
+    }
+}
+
+fn push_page_event(
+    history: &mut History,
+    name: &str,
+    memory: &MemoryManagement<WgpuStorage>,
+    event: MemoryEvent,
+    reservation: Option<(u64, Option<&str>)>,
+) {
+    let (kind, pool, page, bytes) = match event {
+        MemoryEvent::PageMade { pool, page, bytes } => {
+            (EventKind::PageMade, pool, Some(page), bytes)
+        }
+        MemoryEvent::PageReleased { pool, page, bytes } => {
+            (EventKind::PageReleased, pool, Some(page), bytes)
+        }
+        MemoryEvent::Spill { to, bytes, .. } => (EventKind::Spill, to, None, bytes),
+    };
+    history.push(kind, bytes, |record| {
+        record.memory = Some(name.to_string());
+        record.pool = Some(pool_at(memory, pool));
+        record.page = page;
+        if kind == EventKind::Spill
+            && let Some((id, label)) = reservation
+        {
+            record.id = Some(id);
+            record.label = label.map(str::to_string);
+        }
+    });
 }

@@ -59,16 +59,18 @@ fn memory_snapshot(name: &str, memory: &MemoryManagement<WgpuStorage>) -> Memory
         pools: pools
             .into_iter()
             .enumerate()
-            .map(|(at, pool)| {
-                // The page map ends with the persistent and the dedicated pool.
-                let name = match count - at {
-                    2 => "persistent".to_string(),
-                    1 => "dedicated".to_string(),
-                    _ => pool_name(&pool.kind),
-                };
-                pool_snapshot(name, pool)
-            })
+            .map(|(at, pool)| pool_snapshot(place_name(count, at, &pool.kind), pool))
             .collect(),
+    }
+}
+
+/// The name of the pool at `place` of `count` in page-map order: the page map ends with
+/// the persistent and the dedicated pool.
+pub(crate) fn place_name(count: usize, place: usize, kind: &MemoryPoolKind) -> String {
+    match count.saturating_sub(place) {
+        2 => "persistent".to_string(),
+        1 => "dedicated".to_string(),
+        _ => pool_name(kind),
     }
 }
 
@@ -100,14 +102,13 @@ fn pool_snapshot(name: String, pool: PoolPages) -> PoolSnapshot {
     }
 }
 
-/// A pool's kind and shape for people: "sliced 4.00 MiB", "adaptive 8.00 MiB",
+/// A pool's kind and shape for people, the same for the pool's whole life (history events
+/// and snapshots name it alike): "sliced 4.00 MiB", "adaptive" (its page size grows),
 /// "exclusive", "direct", "persistent".
 pub(crate) fn pool_name(kind: &MemoryPoolKind) -> String {
     match kind {
         MemoryPoolKind::Sliced { page_size, .. } => format!("sliced {}", format_bytes(*page_size)),
-        MemoryPoolKind::Adaptive { page_size, .. } => {
-            format!("adaptive {}", format_bytes(*page_size))
-        }
+        MemoryPoolKind::Adaptive { .. } => "adaptive".to_string(),
         MemoryPoolKind::Exclusive { .. } => "exclusive".to_string(),
         MemoryPoolKind::Direct => "direct".to_string(),
         MemoryPoolKind::Persistent => "persistent".to_string(),

@@ -9,6 +9,7 @@ mod cases;
 mod device;
 mod device_loss;
 mod failures;
+mod history;
 mod kernels;
 mod launch;
 mod layout;

@@ -87,7 +87,8 @@ fn the_history_ring_never_exceeds_its_bound_and_keeps_the_newest() {
     );
     let snapshot = client.memory_snapshot();
     assert_eq!(snapshot.history, events);
-    assert_eq!(snapshot.history_dropped, 7);
+    // One page made and twelve reservations: eight dropped.
+    assert_eq!(snapshot.history_dropped, 8);
     client.record_history(0);
     drop(handles);
     assert!(client.history().is_empty());
@@ -121,14 +122,22 @@ fn a_free_is_recorded_when_the_last_clone_drops() {
     assert_eq!(freed[0].id, Some(id));
     assert_eq!(freed[0].bytes, 40);
     assert_eq!(freed[0].label.as_deref(), Some("weights"));
-    let kinds: Vec<EventKind> = client.history().iter().map(|event| event.kind).collect();
+    let kinds: Vec<(EventKind, Option<String>)> = client
+        .history()
+        .into_iter()
+        .map(|event| (event.kind, event.memory))
+        .collect();
+    let memory = |name: &str| Some(name.to_string());
     assert_eq!(
         kinds,
         [
-            EventKind::Reserve,
-            EventKind::Upload,
-            EventKind::Readback,
-            EventKind::Free
+            (EventKind::PageMade, memory("main")),
+            (EventKind::Reserve, memory("main")),
+            (EventKind::PageMade, memory("upload")),
+            (EventKind::Upload, memory("upload")),
+            (EventKind::PageMade, memory("staging")),
+            (EventKind::Readback, memory("staging")),
+            (EventKind::Free, memory("main")),
         ]
     );
 }
@@ -187,12 +196,13 @@ fn a_label_scope_labels_exactly_the_reservations_inside_it() {
     assert_eq!(slice_label(&after), None);
 }
 
-/// With an out-of-memory snapshot path set, a main reservation that finds its only,
-/// capped pool full writes the snapshot there and the error names the file; the
-/// snapshot holds the allocations that filled the pool. Without a path the error is the
-/// plain reservation error.
+/// A main reservation that finds its only, capped pool full fails with
+/// `ClientError::OutOfMemory`, whose text names the largest live allocations (size,
+/// label, age) and the pool's free room; with an out-of-memory snapshot path set it also
+/// writes the snapshot there and the error names the file. The snapshot holds the
+/// allocations that filled the pool.
 #[test]
-fn out_of_memory_writes_the_snapshot_and_names_it() {
+fn out_of_memory_names_the_largest_allocations_and_writes_the_snapshot() {
     let Some(client) = fresh() else { return };
     let capped = r#"
 [memory]
@@ -203,12 +213,48 @@ pools = [{ type = "sliced", page_size = "64 KiB", max_slice_size = "64 KiB", max
         .pools
         .unwrap();
     client.install_memory_pools(&pools).unwrap();
-    let full = [client.empty(60_000).unwrap(), client.empty(60_000).unwrap()];
+    client.record_history(1000);
+    let full = {
+        let _scope = client.label("weights");
+        [client.empty(60_000).unwrap(), client.empty(50_000).unwrap()]
+    };
 
-    match client.empty(60_000) {
-        Err(wgpu_memory::ClientError::Reserve(_)) => {}
-        other => panic!("expected a plain reservation error, got {other:?}"),
+    let error = client.empty(60_000).expect_err("the capped pool is full");
+    let wgpu_memory::ClientError::OutOfMemory {
+        detail, snapshot, ..
+    } = &error
+    else {
+        panic!("expected OutOfMemory, got {error:?}");
+    };
+    assert_eq!(snapshot, &None, "no path set, no file");
+    let sizes: Vec<u64> = detail.largest.iter().map(|live| live.size).collect();
+    assert_eq!(sizes, [60_000, 50_000]);
+    assert!(
+        detail
+            .largest
+            .iter()
+            .all(|live| live.label.as_deref() == Some("weights"))
+    );
+    assert!(detail.largest.iter().all(|live| live.age_us.is_some()));
+    assert_eq!(detail.pools.len(), 1);
+    assert_eq!(detail.pools[0].pages, 2);
+    let text = error.to_string();
+    for needed in [
+        "1. 58.59 KiB \"weights\"",
+        "2. 48.83 KiB \"weights\"",
+        "pool 0 (sliced 64.00 KiB): 2 pages",
+        "largest free slice",
+        "fragmentation",
+    ] {
+        assert!(text.contains(needed), "missing {needed:?} in:\n{text}");
     }
+    let events = client.history();
+    let oom = events
+        .iter()
+        .find(|event| event.kind == EventKind::OutOfMemory)
+        .expect("an out-of-memory event");
+    assert_eq!(oom.bytes, 60_000);
+
     let path = std::env::temp_dir().join(format!("oom-snapshot-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&path);
     client.set_oom_snapshot(Some(path.clone()));
@@ -216,10 +262,10 @@ pools = [{ type = "sliced", page_size = "64 KiB", max_slice_size = "64 KiB", max
         .create(&[1; 60_000])
         .expect_err("the capped pool is full");
     match &error {
-        wgpu_memory::ClientError::OutOfMemorySnapshot { snapshot, .. } => {
-            assert_eq!(snapshot, &path)
+        wgpu_memory::ClientError::OutOfMemory { snapshot, .. } => {
+            assert_eq!(snapshot.as_ref(), Some(&path))
         }
-        other => panic!("expected the snapshot error, got {other:?}"),
+        other => panic!("expected OutOfMemory, got {other:?}"),
     }
     assert!(
         error.to_string().contains(&path.display().to_string()),
@@ -231,7 +277,7 @@ pools = [{ type = "sliced", page_size = "64 KiB", max_slice_size = "64 KiB", max
     snapshot.check_report().unwrap();
     let main = snapshot.memory(MAIN_MEMORY).unwrap();
     assert_eq!(main.totals().slices, 2);
-    assert_eq!(main.totals().bytes_in_use, 120_000);
+    assert_eq!(main.totals().bytes_in_use, 110_000);
     assert_eq!(main.pools[0].pages.len(), 2);
     drop(full);
 }

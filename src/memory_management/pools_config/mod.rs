@@ -67,7 +67,9 @@ const CONFIG_PATH_VAR: &str = "WGPU_MEMORY_CONFIG";
 const DEFAULT_CONFIG_FILE: &str = "wgpu-memory.toml";
 
 /// The keys of the `[memory]` table.
-const MEMORY_FIELDS: &[&str] = &["pools", "history", "oom_snapshot"];
+const MEMORY_FIELDS: &[&str] = &["pools", "history", "oom_snapshot", "records"];
+/// The keys of a `memory.history` table.
+const HISTORY_FIELDS: &[&str] = &["events", "backtraces"];
 /// The keys of a `type = "sliced"` entry.
 const SLICED_FIELDS: &[&str] = &[
     "type",
@@ -89,23 +91,41 @@ const DIRECT_FIELDS: &[&str] = &["type", "reclaim_at"];
 ///
 /// Serializes (and deserializes) as the table's contents, `pools = ...`, so it can be a
 /// `memory` field of a larger configuration; a whole file is this value under a `memory`
-/// key. Any key other than `pools`, `history` and `oom_snapshot` is refused
+/// key. Any key other than `pools`, `history`, `oom_snapshot` and `records` is refused
 /// ([`PoolConfigError::UnknownField`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MemoryConfig {
     /// The pools of the main memory, or `None` to keep the runtime's own default layout.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pools: Option<MemoryPoolsConfig>,
-    /// `history = N`: record at most N history events (a ring keeping the newest; see
-    /// `Client::record_history`) from the start; `None` or 0 records none. A negative
-    /// or non-integer value is refused ([`PoolConfigError::Toml`]).
+    /// `history = N` or `history = { events = N, backtraces = true }`: record at most N
+    /// history events (a ring keeping the newest; see `Client::record_history`) from the
+    /// start, each reservation with the caller's backtrace when `backtraces` is true
+    /// (`Client::record_backtraces`); `None` or 0 events records none. A negative or
+    /// non-integer count, a non-boolean `backtraces` or another key is refused
+    /// ([`PoolConfigError::Toml`], [`PoolConfigError::UnknownField`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub history: Option<usize>,
+    pub history: Option<HistoryConfig>,
     /// `oom_snapshot = "path"`: where a main-memory out-of-memory writes the memory
     /// snapshot (JSON; see `Client::set_oom_snapshot`). A value that is not a string is
     /// refused ([`PoolConfigError::Toml`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oom_snapshot: Option<std::path::PathBuf>,
+    /// `records = "path"`: the file `Client::record_memory` appends each record to, as
+    /// one JSON line (see `Client::set_records_file`). A value that is not a string is
+    /// refused ([`PoolConfigError::Toml`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub records: Option<std::path::PathBuf>,
+}
+
+/// The value of `memory.history`: how many events to keep, and whether reservations
+/// record backtraces. Written as a number (`history = 500`: no backtraces) or a table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct HistoryConfig {
+    /// The most events the ring keeps; 0 records none.
+    pub events: usize,
+    /// Whether each reservation records the caller's backtrace.
+    pub backtraces: bool,
 }
 
 /// The value of `memory.pools`: a preset, or the pools written out.

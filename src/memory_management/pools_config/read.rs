@@ -97,27 +97,74 @@ pub(super) fn memory_config_from_table(memory: &Table) -> Result<MemoryConfig, P
     reject_unknown_keys(memory, None, MEMORY_FIELDS)?;
     let pools = memory.get("pools").map(pools_from_value).transpose()?;
     let history = memory.get("history").map(history_from_value).transpose()?;
-    let oom_snapshot = match memory.get("oom_snapshot") {
-        None => None,
-        Some(Value::String(path)) => Some(PathBuf::from(path)),
-        Some(other) => {
-            return Err(PoolConfigError::Toml {
-                message: format!(
-                    "`memory.oom_snapshot` must be a path (a string), found {}",
-                    other.type_str()
-                ),
-            });
-        }
-    };
+    let oom_snapshot = path_from_value(memory.get("oom_snapshot"), "oom_snapshot")?;
+    let records = path_from_value(memory.get("records"), "records")?;
     Ok(MemoryConfig {
         pools,
         history,
         oom_snapshot,
+        records,
     })
 }
 
-/// Reads `memory.history`: a number of events, 0 or more.
-fn history_from_value(value: &Value) -> Result<usize, PoolConfigError> {
+/// Reads `memory.<key>`, a path (a string), when present.
+fn path_from_value(value: Option<&Value>, key: &str) -> Result<Option<PathBuf>, PoolConfigError> {
+    match value {
+        None => Ok(None),
+        Some(Value::String(path)) => Ok(Some(PathBuf::from(path))),
+        Some(other) => Err(PoolConfigError::Toml {
+            message: format!(
+                "`memory.{key}` must be a path (a string), found {}",
+                other.type_str()
+            ),
+        }),
+    }
+}
+
+/// Reads `memory.history`: a number of events (0 or more), or a table of `events` and
+/// `backtraces`.
+fn history_from_value(value: &Value) -> Result<HistoryConfig, PoolConfigError> {
+    match value {
+        Value::Table(table) => {
+            reject_unknown_keys(table, None, HISTORY_FIELDS).map_err(|error| match error {
+                PoolConfigError::UnknownField { field, .. } => PoolConfigError::Toml {
+                    message: format!(
+                        "`memory.history` has no key `{field}` (it takes `events` and `backtraces`)"
+                    ),
+                },
+                other => other,
+            })?;
+            let events = match table.get("events") {
+                Some(events) => history_events(events)?,
+                None => {
+                    return Err(PoolConfigError::Toml {
+                        message: "`memory.history` as a table needs `events = N`".to_string(),
+                    });
+                }
+            };
+            let backtraces = match table.get("backtraces") {
+                None => false,
+                Some(Value::Boolean(on)) => *on,
+                Some(other) => {
+                    return Err(PoolConfigError::Toml {
+                        message: format!(
+                            "`memory.history.backtraces` must be true or false, found {}",
+                            other.type_str()
+                        ),
+                    });
+                }
+            };
+            Ok(HistoryConfig { events, backtraces })
+        }
+        other => Ok(HistoryConfig {
+            events: history_events(other)?,
+            backtraces: false,
+        }),
+    }
+}
+
+/// Reads a number of history events, 0 or more.
+fn history_events(value: &Value) -> Result<usize, PoolConfigError> {
     match value {
         Value::Integer(events) => usize::try_from(*events).map_err(|_| PoolConfigError::Toml {
             message: format!("`memory.history` must be 0 or more events, found {events}"),

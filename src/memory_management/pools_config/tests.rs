@@ -97,6 +97,7 @@ fn absent_default_file_gives_none_and_present_one_is_read() {
             pools: Some(MemoryPoolsConfig::Preset(MemoryPoolsPreset::ExclusivePages)),
             history: None,
             oom_snapshot: None,
+            records: None,
         }))
     );
     // The variable wins over the default file.
@@ -107,7 +108,8 @@ fn absent_default_file_gives_none_and_present_one_is_read() {
         Ok(Some(MemoryConfig {
             pools: None,
             history: None,
-            oom_snapshot: None
+            oom_snapshot: None,
+            records: None,
         }))
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -123,6 +125,7 @@ fn huge_sizes_round_trip_as_strings() {
         ])),
         history: None,
         oom_snapshot: None,
+        records: None,
     };
     let text = toml::to_string(&config).expect("serialize");
     let back: MemoryConfig = toml::from_str(&text).expect("deserialize");
@@ -149,11 +152,11 @@ fn aligning_past_u64_max_is_a_bad_size() {
 fn history_is_a_number_of_events() {
     use super::parse_memory_config;
     let config = parse_memory_config("[memory]\nhistory = 500\n").expect("valid");
-    assert_eq!(config.history, Some(500));
+    assert_eq!(config.history.map(|h| h.events), Some(500));
     assert_eq!(config.pools, None);
     let both =
         parse_memory_config("[memory]\npools = \"exclusive-pages\"\nhistory = 0\n").expect("valid");
-    assert_eq!(both.history, Some(0));
+    assert_eq!(both.history.map(|h| h.events), Some(0));
     assert!(both.pools.is_some());
     assert_eq!(
         parse_memory_config("[memory]\n").expect("valid").history,
@@ -182,4 +185,47 @@ fn oom_snapshot_is_a_path() {
     let text = toml::to_string(&config).expect("serialize");
     let back: MemoryConfig = toml::from_str(&text).expect("deserialize");
     assert_eq!(back, config);
+}
+
+#[test]
+fn history_as_a_table_turns_backtraces_on() {
+    use super::parse_memory_config;
+    let config = parse_memory_config("[memory]\nhistory = { events = 64, backtraces = true }\n")
+        .expect("valid");
+    assert_eq!(
+        config.history,
+        Some(HistoryConfig {
+            events: 64,
+            backtraces: true
+        })
+    );
+    let plain = parse_memory_config("[memory]\nhistory = { events = 8 }\n").expect("valid");
+    assert_eq!(
+        plain.history,
+        Some(HistoryConfig {
+            events: 8,
+            backtraces: false
+        })
+    );
+    for (bad, says) in [
+        ("history = { backtraces = true }", "needs `events"),
+        ("history = { events = 8, backtraces = 1 }", "true or false"),
+        ("history = { events = 8, stacks = true }", "no key `stacks`"),
+        ("history = { events = -8 }", "0 or more"),
+    ] {
+        let error = parse_memory_config(&format!("[memory]\n{bad}\n")).expect_err(bad);
+        assert!(error.to_string().contains(says), "{bad}: {error}");
+    }
+    let text = toml::to_string(&config).expect("serialize");
+    let back: MemoryConfig = toml::from_str(&text).expect("deserialize");
+    assert_eq!(back, config);
+}
+
+#[test]
+fn records_is_a_path() {
+    use super::parse_memory_config;
+    let config = parse_memory_config("[memory]\nrecords = \"mem.jsonl\"\n").expect("valid");
+    assert_eq!(config.records, Some(std::path::PathBuf::from("mem.jsonl")));
+    let error = parse_memory_config("[memory]\nrecords = 3\n").expect_err("not a path");
+    assert!(error.to_string().contains("memory.records"), "{error}");
 }

@@ -1,0 +1,111 @@
+//! Reads: the handle's bytes back from the device, zero-copy, through pooled readback
+//! staging.
+
+use super::Client;
+use crate::report::EventKind;
+use crate::server::{ClientError, Handle, PendingMap, ReadBytes, ReadFuture};
+
+impl Client {
+    /// Reads the whole handle back, zero-copy: the bytes are a view of the mapped
+    /// staging range ([`ReadBytes`]).
+    ///
+    /// The read's copy joins the pending batch, which the read submits at once, so the
+    /// bytes are those after every earlier launch and write and before every later one,
+    /// whenever the future is awaited. The future completes without the caller polling
+    /// wgpu (a background thread polls while maps are pending) and never holds the
+    /// client's lock while it waits. Dropping it early gives its staging slice back once
+    /// the map completes. A zero-size read issues no GPU work.
+    ///
+    /// # Errors
+    /// [`ClientError::Unwritten`] when a failure claims bytes of the handle (the report
+    /// names the root wgpu error and the skipped kernels); [`ClientError::Unallocated`]
+    /// when the handle has no slice; [`ClientError::Reserve`] when no staging memory is
+    /// left; [`ClientError::DeviceLost`] when the device is lost before or during the
+    /// read; [`ClientError::Wgpu`] when wgpu refuses the batch; [`ClientError::Map`] when
+    /// mapping fails.
+    pub fn read(
+        &self,
+        handle: &Handle,
+    ) -> impl Future<Output = Result<ReadBytes, ClientError>> + Send + 'static {
+        let started = self.start_read(&[handle]);
+        async move {
+            let mut parts = started.await?;
+            Ok(parts.pop().unwrap_or_else(ReadBytes::empty))
+        }
+    }
+
+    /// Reads many handles with one staging allocation, one submit and one map (small
+    /// reads cost one round trip, not one each); one [`ReadBytes`] per handle, in order.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub fn read_many(
+        &self,
+        handles: &[&Handle],
+    ) -> impl Future<Output = Result<Vec<ReadBytes>, ClientError>> + Send + 'static {
+        self.start_read(handles)
+    }
+
+    fn start_read(&self, handles: &[&Handle]) -> ReadFuture {
+        self.notice_loss();
+        let parts: Vec<(&Handle, u64, u64)> = handles.iter().map(|h| (*h, 0, h.size)).collect();
+        let started = self.record_and_submit_read(&parts);
+        ReadFuture::new(
+            started,
+            parts.len(),
+            self.shared.poller.clone(),
+            self.shared.device.clone(),
+            self.shared.lost.clone(),
+        )
+    }
+
+    /// Records the read's copies, submits the batch that carries them, and requests the
+    /// staging map behind that submission.
+    fn record_and_submit_read(
+        &self,
+        parts: &[(&Handle, u64, u64)],
+    ) -> Result<Option<PendingMap>, ClientError> {
+        let _turn = self.shared.turn.lock();
+        let (plan, batch) = {
+            let mut server = self.shared.server.lock();
+            let plan = server.start_read(parts)?;
+            let bytes = parts.iter().map(|(_, _, len)| len).sum();
+            self.record_pages(&mut server);
+            self.record(EventKind::Readback, bytes, |event| {
+                event.memory = Some("staging".to_string())
+            });
+            let batch = plan.as_ref().and_then(|_| server.take_batch());
+            (plan, batch)
+        };
+        let Some(plan) = plan else {
+            return Ok(None);
+        };
+        let submission = match self.submit_batch(batch)? {
+            Some(submission) => submission,
+            // Cannot happen (the read recorded copies), but a fence is still well defined.
+            None => self.shared.queue.submit([]),
+        };
+        Ok(Some(plan.map(
+            &self.shared.device,
+            submission,
+            &self.shared.poller,
+        )))
+    }
+
+    /// [`read`](Self::read), blocking the calling thread.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub fn read_blocking(&self, handle: &Handle) -> Result<ReadBytes, ClientError> {
+        let mut parts = self.start_read(&[handle]).wait()?;
+        Ok(parts.pop().unwrap_or_else(ReadBytes::empty))
+    }
+
+    /// [`read_many`](Self::read_many), blocking the calling thread.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub fn read_many_blocking(&self, handles: &[&Handle]) -> Result<Vec<ReadBytes>, ClientError> {
+        self.start_read(handles).wait()
+    }
+}

@@ -1,0 +1,250 @@
+//! What happened to a memory's pages: each page made and given back, and each reservation
+//! that spilled past a full pool, kept for an owner that records history.
+//!
+//! Pools reach the storage only through an [`Observed`] storage, which forwards every call
+//! and notes page allocations and deallocations with the pool that made them. The log
+//! also emits a `tracing` event for each, with its fields, whether or not it keeps events.
+
+use super::pool::page_map::page_id;
+use crate::storage::{ComputeStorage, StorageHandle, StorageId};
+use cubecl_runtime::server::IoError;
+use std::collections::{HashMap, VecDeque};
+
+/// The most [`MemoryEvent`]s a memory keeps between two
+/// [`take_events`](super::MemoryManagement::take_events) calls; older ones are dropped
+/// (and counted) when more arrive.
+pub const MAX_MEMORY_EVENTS: usize = 4096;
+
+/// A change to a memory's pages that its owner may want to record.
+///
+/// `pool` is the pool's place in [`MemoryManagement::page_map`](super::MemoryManagement::page_map)
+/// (dynamic pools in layout order, then the persistent pool, then the dedicated pool), and
+/// `page` the page's id there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryEvent {
+    /// The storage made a page of `bytes` for `pool`.
+    PageMade {
+        /// The pool that asked for the page.
+        pool: usize,
+        /// The page's id.
+        page: u64,
+        /// The page's size in bytes.
+        bytes: u64,
+    },
+    /// `pool` gave a page of `bytes` back to the storage.
+    PageReleased {
+        /// The pool that held the page.
+        pool: usize,
+        /// The page's id.
+        page: u64,
+        /// The page's size in bytes.
+        bytes: u64,
+    },
+    /// A reservation of `bytes` found pool `from` at its cap and was served by pool `to`.
+    Spill {
+        /// The first pool that accepted the size and was full.
+        from: usize,
+        /// The pool that served it.
+        to: usize,
+        /// The bytes requested.
+        bytes: u64,
+    },
+}
+
+/// The page sizes a memory holds (always kept: a page given back must state its bytes) and,
+/// while observed, the events since the owner last took them.
+#[derive(Debug, Default)]
+pub(crate) struct PageLog {
+    /// The memory's name, for tracing.
+    memory: String,
+    observed: bool,
+    events: VecDeque<MemoryEvent>,
+    dropped: u64,
+    /// Bytes of every page held, by storage id: bounded by the pages held.
+    sizes: HashMap<StorageId, u64>,
+}
+
+impl PageLog {
+    pub(crate) fn new(memory: &str) -> Self {
+        PageLog {
+            memory: memory.to_string(),
+            ..PageLog::default()
+        }
+    }
+
+    /// Starts or stops keeping events; stopping drops those kept.
+    pub(crate) fn observe(&mut self, on: bool) {
+        self.observed = on;
+        if !on {
+            self.events.clear();
+        }
+    }
+
+    /// The events kept since the last call, oldest first, and how many were dropped since.
+    pub(crate) fn take(&mut self) -> (Vec<MemoryEvent>, u64) {
+        let dropped = std::mem::take(&mut self.dropped);
+        (self.events.drain(..).collect(), dropped)
+    }
+
+    pub(crate) fn push(&mut self, event: MemoryEvent) {
+        if !self.observed {
+            return;
+        }
+        if self.events.len() == MAX_MEMORY_EVENTS {
+            self.events.pop_front();
+            self.dropped += 1;
+        }
+        self.events.push_back(event);
+    }
+
+    fn made(&mut self, pool: usize, id: StorageId, bytes: u64) {
+        self.sizes.insert(id, bytes);
+        if self.observed || tracing::enabled!(tracing::Level::DEBUG) {
+            let page = page_id(&id);
+            tracing::debug!(memory = %self.memory, pool, page, bytes, "page made");
+            self.push(MemoryEvent::PageMade { pool, page, bytes });
+        }
+    }
+
+    fn released(&mut self, pool: usize, id: StorageId) {
+        let bytes = self.sizes.remove(&id).unwrap_or(0);
+        if self.observed || tracing::enabled!(tracing::Level::DEBUG) {
+            let page = page_id(&id);
+            tracing::debug!(memory = %self.memory, pool, page, bytes, "page given back");
+            self.push(MemoryEvent::PageReleased { pool, page, bytes });
+        }
+    }
+}
+
+/// A storage seen through one pool: every call is forwarded, and pages made or given back
+/// are noted in the log under that pool.
+pub(crate) struct Observed<'a, S> {
+    pub(crate) storage: &'a mut S,
+    pub(crate) log: &'a mut PageLog,
+    pub(crate) pool: usize,
+}
+
+impl<S: ComputeStorage> ComputeStorage for Observed<'_, S> {
+    type Resource = S::Resource;
+
+    fn alignment(&self) -> usize {
+        self.storage.alignment()
+    }
+
+    fn get(&mut self, handle: &StorageHandle) -> Result<Self::Resource, IoError> {
+        self.storage.get(handle)
+    }
+
+    fn alloc(&mut self, size: u64) -> Result<StorageHandle, IoError> {
+        let handle = self.storage.alloc(size)?;
+        self.log.made(self.pool, handle.id, size);
+        Ok(handle)
+    }
+
+    fn dealloc(&mut self, id: StorageId) {
+        self.storage.dealloc(id);
+        self.log.released(self.pool, id);
+    }
+
+    fn flush(&mut self) {
+        self.storage.flush();
+    }
+
+    fn bytes_allocated(&self) -> u64 {
+        self.storage.bytes_allocated()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::BytesStorage;
+
+    #[test]
+    fn pages_made_and_given_back_are_logged_with_their_pool_and_size() {
+        let mut storage = BytesStorage::default();
+        let mut log = PageLog::new("main");
+        log.observe(true);
+        let page = {
+            let mut seen = Observed {
+                storage: &mut storage,
+                log: &mut log,
+                pool: 2,
+            };
+            let page = seen.alloc(4096).unwrap();
+            seen.dealloc(page.id);
+            page_id(&page.id)
+        };
+        let (events, dropped) = log.take();
+        assert_eq!(dropped, 0);
+        assert_eq!(
+            events,
+            vec![
+                MemoryEvent::PageMade {
+                    pool: 2,
+                    page,
+                    bytes: 4096
+                },
+                MemoryEvent::PageReleased {
+                    pool: 2,
+                    page,
+                    bytes: 4096
+                },
+            ]
+        );
+        assert!(log.take().0.is_empty(), "taking empties the log");
+    }
+
+    #[test]
+    fn the_log_keeps_the_newest_events_up_to_its_bound() {
+        let mut log = PageLog::new("main");
+        log.observe(true);
+        for bytes in 0..(MAX_MEMORY_EVENTS as u64 + 10) {
+            log.push(MemoryEvent::Spill {
+                from: 0,
+                to: 1,
+                bytes,
+            });
+        }
+        let (events, dropped) = log.take();
+        assert_eq!(events.len(), MAX_MEMORY_EVENTS);
+        assert_eq!(dropped, 10);
+        assert_eq!(
+            events[0],
+            MemoryEvent::Spill {
+                from: 0,
+                to: 1,
+                bytes: 10
+            }
+        );
+    }
+
+    #[test]
+    fn an_unobserved_log_keeps_nothing_but_still_knows_page_sizes() {
+        let mut storage = BytesStorage::default();
+        let mut log = PageLog::new("main");
+        let page = Observed {
+            storage: &mut storage,
+            log: &mut log,
+            pool: 0,
+        }
+        .alloc(512)
+        .unwrap();
+        log.observe(true);
+        Observed {
+            storage: &mut storage,
+            log: &mut log,
+            pool: 0,
+        }
+        .dealloc(page.id);
+        let (events, _) = log.take();
+        assert_eq!(
+            events,
+            vec![MemoryEvent::PageReleased {
+                pool: 0,
+                page: page_id(&page.id),
+                bytes: 512
+            }]
+        );
+    }
+}

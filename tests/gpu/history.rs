@@ -1,0 +1,199 @@
+//! History events carry where each thing happened: pages made and given back, each
+//! reservation's pool, page and offset, spills, backtraces; memory records go to a file.
+
+use crate::device::fresh;
+use wgpu_memory::report::{EventKind, HistoryEvent, MAIN_MEMORY};
+
+fn of_kind(events: &[HistoryEvent], kind: EventKind) -> Vec<&HistoryEvent> {
+    events.iter().filter(|event| event.kind == kind).collect()
+}
+
+/// Each reservation's event names the pool, page and offset the snapshot shows its slice
+/// at; its free names the same; the pages it made are page-made events of the same page
+/// and size, before it; a cleanup gives them back as page-released events.
+#[test]
+fn reservations_pages_and_frees_name_their_pool_page_and_offset() {
+    let Some(client) = fresh() else { return };
+    client.record_history(10_000);
+    let handles: Vec<_> = [1000u64, 70_000, 3 << 20, 12]
+        .into_iter()
+        .map(|size| client.empty(size).unwrap())
+        .collect();
+    let snapshot = client.memory_snapshot();
+    let events = snapshot.history.clone();
+    let main = snapshot.memory(MAIN_MEMORY).unwrap();
+    for handle in &handles {
+        let id = handle.memory().descriptor().id.value as u64;
+        let (pool, page, slice) = main
+            .pools
+            .iter()
+            .flat_map(|pool| pool.pages.iter().map(move |page| (pool, page)))
+            .flat_map(|(pool, page)| page.slices.iter().map(move |s| (pool, page, s)))
+            .find(|(_, _, slice)| slice.id == Some(id))
+            .expect("each live handle is in the snapshot");
+        let reserve = events
+            .iter()
+            .find(|e| e.kind == EventKind::Reserve && e.id == Some(id))
+            .expect("a reserve event");
+        assert_eq!(reserve.bytes, handle.size());
+        assert_eq!(reserve.memory.as_deref(), Some(MAIN_MEMORY));
+        assert_eq!(reserve.pool.as_deref(), Some(pool.pool.as_str()));
+        assert_eq!(reserve.page, Some(page.id));
+        assert_eq!(reserve.offset, Some(slice.offset));
+        let made = events
+            .iter()
+            .position(|e| e.kind == EventKind::PageMade && e.page == Some(page.id))
+            .expect("the page's page-made event");
+        assert_eq!(events[made].bytes, page.size);
+        assert_eq!(events[made].pool, reserve.pool);
+        let reserved_at = events
+            .iter()
+            .position(|e| std::ptr::eq(e, reserve))
+            .unwrap();
+        assert!(made < reserved_at || events[made].time_us <= reserve.time_us);
+    }
+    let pages_made = of_kind(&events, EventKind::PageMade);
+    assert!(
+        pages_made
+            .iter()
+            .all(|e| e.memory.is_some() && e.pool.is_some() && e.page.is_some() && e.bytes > 0)
+    );
+
+    let first = &handles[0];
+    let id = first.memory().descriptor().id.value as u64;
+    let reserve = of_kind(&events, EventKind::Reserve)
+        .into_iter()
+        .find(|e| e.id == Some(id))
+        .cloned()
+        .unwrap();
+    drop(handles);
+    client.cleanup();
+    let events = client.history();
+    let free = events
+        .iter()
+        .find(|e| e.kind == EventKind::Free && e.id == Some(id))
+        .expect("a free event");
+    assert_eq!(
+        (&free.pool, free.page, free.offset),
+        (&reserve.pool, reserve.page, reserve.offset)
+    );
+    let released: u64 = of_kind(&events, EventKind::PageReleased)
+        .iter()
+        .filter(|e| e.memory.as_deref() == Some(MAIN_MEMORY))
+        .map(|e| e.bytes)
+        .sum();
+    let made: u64 = pages_made
+        .iter()
+        .filter(|e| e.memory.as_deref() == Some(MAIN_MEMORY))
+        .map(|e| e.bytes)
+        .sum();
+    assert_eq!(released, made, "the cleanup gave every main page back");
+    assert_eq!(
+        client.memory_report().streams[0]
+            .pools
+            .usage()
+            .bytes_reserved,
+        0
+    );
+}
+
+/// A reservation that finds the first accepting pool capped and full records a spill to
+/// the pool that served it, with its id and label.
+#[test]
+fn a_spill_past_a_full_capped_pool_is_recorded() {
+    let Some(client) = fresh() else { return };
+    let layout = r#"
+[memory]
+pools = [
+  { type = "sliced", page_size = "64 KiB", max_slice_size = "64 KiB", max_pool_size = "64 KiB" },
+  { type = "sliced", page_size = "256 KiB", max_slice_size = "64 KiB" },
+]
+"#;
+    let pools = wgpu_memory::memory_management::parse_memory_config(layout)
+        .unwrap()
+        .pools
+        .unwrap();
+    client.install_memory_pools(&pools).unwrap();
+    client.record_history(100);
+    let first = client.empty(60_000).unwrap();
+    let second = {
+        let _scope = client.label("overflow");
+        client.empty(60_000).unwrap()
+    };
+    let events = client.history();
+    let spills = of_kind(&events, EventKind::Spill);
+    assert_eq!(spills.len(), 1, "{events:#?}");
+    let spill = spills[0];
+    assert_eq!(spill.bytes, 60_000);
+    assert_eq!(spill.pool.as_deref(), Some("sliced 256.00 KiB"));
+    assert_eq!(spill.id, Some(second.memory().descriptor().id.value as u64));
+    assert_eq!(spill.label.as_deref(), Some("overflow"));
+    drop((first, second));
+}
+
+/// With backtraces on, each reservation event carries one that names this test; off, none.
+#[test]
+fn backtraces_are_recorded_only_when_asked() {
+    let Some(client) = fresh() else { return };
+    client.record_history(100);
+    let plain = client.empty(256).unwrap();
+    client.record_backtraces(true);
+    let traced = client.empty(256).unwrap();
+    let events = client.history();
+    let backtrace = |handle: &wgpu_memory::Handle| {
+        let id = handle.memory().descriptor().id.value as u64;
+        events
+            .iter()
+            .find(|e| e.kind == EventKind::Reserve && e.id == Some(id))
+            .unwrap()
+            .backtrace
+            .clone()
+    };
+    assert_eq!(backtrace(&plain), None);
+    let text = backtrace(&traced).expect("a backtrace");
+    assert!(
+        text.contains("backtraces_are_recorded_only_when_asked"),
+        "the backtrace names the caller:\n{text}"
+    );
+}
+
+/// `record_memory` appends one JSON line per record to the records file, and the
+/// in-memory list keeps only the newest records.
+#[test]
+fn memory_records_are_appended_to_the_records_file_as_json_lines() {
+    let Some(client) = fresh() else { return };
+    let path = std::env::temp_dir().join(format!("records-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    client.set_records_file(Some(path.clone()));
+    client.set_record_capacity(2);
+    let handle = client.empty(4096).unwrap();
+    for step in 0..3 {
+        client.record_memory(format!("step {step}"));
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let records: Vec<wgpu_memory::memory_management::MemoryRecord> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is one record"))
+        .collect();
+    let labels: Vec<&str> = records.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(labels, ["step 0", "step 1", "step 2"]);
+    assert!(
+        records[0].report.streams[0].pools.usage().bytes_in_use >= 4096,
+        "the record holds the report"
+    );
+    let kept: Vec<String> = client
+        .memory_records()
+        .into_iter()
+        .map(|r| r.label)
+        .collect();
+    assert_eq!(kept, ["step 1", "step 2"]);
+    assert_eq!(client.records_not_written(), 0);
+
+    client.set_records_file(Some(
+        std::env::temp_dir().join("no-such-dir/x/records.jsonl"),
+    ));
+    client.record_memory("lost");
+    assert_eq!(client.records_not_written(), 1);
+    drop(handle);
+}
