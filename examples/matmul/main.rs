@@ -4,8 +4,17 @@
 //! ```sh
 //! cargo run --release --example matmul -- [M K N]     # default 1024 1024 1024
 //! cargo run --release --example matmul -- --snapshot snapshot.json
+//! cargo run --example matmul -- --snapshot snapshot.json --layers 8 256 256 256
 //! ```
+//!
+//! `--layers N` then runs a chained workload through the pools (see [`chain`]): the
+//! forward pass of an MLP-like stack of N products `x_{i+1} = x_i · W_i` with hidden sizes
+//! cycling through 256, 512, 128 and 384, each layer's weights and activations reserved under
+//! the labels `"layer {i}/weights"` and `"layer {i}/activations"`, activations freed once
+//! used, a cleanup halfway, and the output checked against the CPU. A snapshot is then taken
+//! after it, so its history and pictures show the layers coming and going.
 
+mod chain;
 mod job;
 
 use job::Dims;
@@ -16,7 +25,7 @@ use wgpu_memory::report::MemorySummary;
 use wgpu_memory::{Client, ClientError};
 
 const USAGE: &str = "\
-usage: matmul [--snapshot FILE] [M K N]
+usage: matmul [--snapshot FILE] [--layers N] [M K N]
 
 Multiplies an M x K matrix by a K x N matrix (f32) on the GPU through wgpu-memory's pools,
 compares every element with a CPU reference (relative tolerance 1e-4), and prints the
@@ -25,11 +34,17 @@ adapter, GFLOP/s (after one warm-up run) and the memory report.
   M K N    matrix sizes, positive integers (default: 1024 1024 1024)
   --snapshot FILE  record the memory history and write the memory snapshot (JSON) to
                    FILE at the end; draw it with `cargo run --example memory_viz -- FILE`
+  --layers N       after the check, also run N chained products x(i+1) = x(i) * W(i)
+                   (an MLP-like forward pass: a batch of 64 rows, hidden sizes cycling
+                   through 256 512 128 384), each layer's weights and activations reserved
+                   under the labels 'layer i/weights' and 'layer i/activations',
+                   activations freed once used, the first half's weights dropped and a
+                   cleanup halfway; the output is checked against the CPU (default 0: none)
   --help   this text
 
-Exits with status 1 on a mismatch (naming the first bad index and both values), 2 on bad
-arguments or a GPU error, and 3 when wgpu finds no adapter (scripts/matmul.sh then
-installs the software Vulkan driver and runs it again).";
+Exits with status 1 on a mismatch of either check (naming the first bad index and both
+values), 2 on bad arguments or a GPU error, and 3 when wgpu finds no adapter
+(scripts/matmul.sh then installs the software Vulkan driver and runs it again).";
 
 fn parse_dims(args: &[String]) -> Result<Dims, String> {
     let sizes: Vec<u32> = args
@@ -61,7 +76,7 @@ fn main() -> ExitCode {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
     }
-    let (snapshot, args) = match take_snapshot_arg(args) {
+    let (options, args) = match take_options(args) {
         Ok(split) => split,
         Err(message) => {
             eprintln!("error: {message}\n\n{USAGE}");
@@ -86,10 +101,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if snapshot.is_some() {
+    if options.snapshot.is_some() {
         client.record_history(HISTORY_EVENTS);
     }
-    match run(&client, dims, snapshot) {
+    match run(&client, dims, options) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(message) => {
@@ -102,27 +117,39 @@ fn main() -> ExitCode {
 /// History events kept while a snapshot is asked for.
 const HISTORY_EVENTS: usize = 100_000;
 
-/// Splits `--snapshot FILE` off the arguments.
-fn take_snapshot_arg(args: Vec<String>) -> Result<(Option<PathBuf>, Vec<String>), String> {
-    let mut snapshot = None;
+/// The options besides the sizes.
+#[derive(Debug, Default)]
+struct Options {
+    /// `--snapshot FILE`.
+    snapshot: Option<PathBuf>,
+    /// `--layers N` (0 when not given).
+    layers: usize,
+}
+
+/// Splits `--snapshot FILE` and `--layers N` off the arguments.
+fn take_options(args: Vec<String>) -> Result<(Options, Vec<String>), String> {
+    let mut options = Options::default();
     let mut rest = Vec::new();
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
-        if arg == "--snapshot" {
-            let file = args.next().ok_or("--snapshot needs a FILE")?;
-            snapshot = Some(PathBuf::from(file));
-        } else {
-            rest.push(arg);
+        match arg.as_str() {
+            "--snapshot" => {
+                let file = args.next().ok_or("--snapshot needs a FILE")?;
+                options.snapshot = Some(PathBuf::from(file));
+            }
+            "--layers" => {
+                let count = args.next().ok_or("--layers needs a number N")?;
+                options.layers = count
+                    .parse()
+                    .map_err(|_| format!("--layers: '{count}' is not a number"))?;
+            }
+            _ => rest.push(arg),
         }
     }
-    Ok((snapshot, rest))
+    Ok((options, rest))
 }
 
-fn run(
-    client: &Client,
-    dims: Dims,
-    snapshot: Option<PathBuf>,
-) -> Result<bool, Box<dyn std::error::Error>> {
+fn run(client: &Client, dims: Dims, options: Options) -> Result<bool, Box<dyn std::error::Error>> {
     if let Some(info) = client.adapter_info() {
         println!(
             "adapter: {} ({:?}, {:?})",
@@ -182,13 +209,39 @@ fn run(
         cpu.len(),
         job::RTOL
     );
+    // The chain, when asked for, after the timed buffers are gone; what it leaves live is
+    // dropped after the snapshot, so the snapshot shows it.
+    let mut chain_live = Vec::new();
+    if options.layers > 0 {
+        drop((lhs, rhs, out));
+        let started = Instant::now();
+        let chain = chain::run(client, options.layers)?;
+        if let Some((index, gpu_value, cpu_value)) = chain.mismatch {
+            let columns = (chain.elements / chain::BATCH as usize).max(1);
+            let (row, col) = (index / columns, index % columns);
+            eprintln!(
+                "MISMATCH (chain of {} layers) at index {index} (row {row}, col {col}): gpu {gpu_value} vs cpu {cpu_value}",
+                options.layers
+            );
+            return Ok(false);
+        }
+        println!(
+            "chain: {} layers checked, all {} output elements match the CPU reference ({:.0} ms)",
+            options.layers,
+            chain.elements,
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        chain_live = chain.live;
+    } else {
+        chain_live.extend([lhs, rhs, out]);
+    }
     print!("{}", MemorySummary(&client.memory_report()));
-    if let Some(path) = snapshot {
+    if let Some(path) = options.snapshot {
         let json = client.memory_snapshot().to_json()?;
         std::fs::write(&path, json)
             .map_err(|error| format!("writing {}: {error}", path.display()))?;
         println!("snapshot: {}", path.display());
     }
-    drop((lhs, rhs, out));
+    drop(chain_live);
     Ok(true)
 }

@@ -19,13 +19,15 @@ pub enum Swatch {
     Up(RGBColor),
     /// A triangle pointing down.
     Down(RGBColor),
+    /// Nothing (a note rather than a key).
+    Blank,
 }
 
 /// One legend entry.
 pub struct Entry {
     /// Its swatch.
     pub swatch: Swatch,
-    /// Its text (cut to fit when drawn).
+    /// Its text (wrapped onto more rows in a column, cut to fit in a flow).
     pub text: String,
 }
 
@@ -70,12 +72,31 @@ fn draw_swatch(
         ))?,
         Swatch::Up(color) => area.draw(&(EmptyElement::at((x + 7, y)) + up(color)))?,
         Swatch::Down(color) => area.draw(&(EmptyElement::at((x + 7, y)) + down(color)))?,
+        Swatch::Blank => {}
     }
     Ok(())
 }
 
-/// Draws `entries` one per row from `(x, y)` (the first row's centre line), each text cut
-/// to `width` pixels; returns the y of the next free row.
+/// The lines of each entry of a column `width` pixels wide (swatch included): its text
+/// wrapped so that no line is wider than the room beside the swatch.
+pub fn column_lines(entries: &[Entry], width: i32) -> Vec<Vec<String>> {
+    entries
+        .iter()
+        .map(|entry| style::wrap(&entry.text, SIZE, f64::from(width - SWATCH)))
+        .collect()
+}
+
+/// The rows a column of `entries` `width` pixels wide takes.
+pub fn column_rows(entries: &[Entry], width: i32) -> i32 {
+    column_lines(entries, width)
+        .iter()
+        .map(|lines| lines.len() as i32)
+        .sum()
+}
+
+/// Draws `entries` one per row from `(x, y)` (the first row's centre line) within `width`
+/// pixels, a text too long for one row wrapped onto more rows (nothing is cut); returns the
+/// y of the next free row.
 pub fn draw_column(
     area: &DrawingArea<SVGBackend<'_>, Shift>,
     entries: &[Entry],
@@ -83,15 +104,16 @@ pub fn draw_column(
     width: i32,
 ) -> Result<i32, Box<dyn std::error::Error>> {
     let mut row_y = y;
-    for entry in entries {
+    for (entry, lines) in entries.iter().zip(column_lines(entries, width)) {
         draw_swatch(area, entry.swatch, (x, row_y))?;
-        let text = style::fit(&entry.text, SIZE, f64::from(width - SWATCH));
-        area.draw(&Text::new(
-            text,
-            (x + SWATCH, row_y),
-            style::text(SIZE, &INK),
-        ))?;
-        row_y += ROW;
+        for line in lines {
+            area.draw(&Text::new(
+                line,
+                (x + SWATCH, row_y),
+                style::text(SIZE, &INK),
+            ))?;
+            row_y += ROW;
+        }
     }
     Ok(row_y)
 }

@@ -7,8 +7,11 @@
 //!
 //! The first form reads a snapshot (`MemorySnapshot` as JSON) and writes `DIR/timeline.svg`
 //! (bytes in use over time, stacked by label; bytes reserved; pages made and given back,
-//! cleanups, out-of-memory) and `DIR/pages.svg` (one bar per page, each slice to scale and
-//! coloured by label, free space and padding visible). `--top N` names N labels (default 12:
+//! cleanups, out-of-memory, the legend listing only the kinds that occur) and `DIR/pages.svg`
+//! (one bar per page, each slice to scale and coloured by label, free space and padding
+//! visible; pools without pages are counted in their memory's heading, not drawn). Both are
+//! 1400 px wide; a legend text too long for its column wraps onto more rows rather than
+//! being cut. `--top N` names N labels (default 12:
 //! the largest, and each pool's largest) and draws the rest as "other". Labels are grouped by
 //! their first scopes ("model/layer 3/attn" at depth 1 is "model") as deep as still fits in
 //! N groups; `--depth D` picks the depth, `--depth all` keeps whole labels. The second form writes a synthetic snapshot

@@ -7,20 +7,20 @@
 //! a colour nothing else uses, so the bars can be counted in the SVG.
 
 use crate::legend::{self, Entry, Swatch};
-use crate::style::{self, INK, MUTED};
+use crate::style::{self, INK, MUTED, counted};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::error::Error;
 use wgpu_memory::memory_management::format_bytes;
 use wgpu_memory::report::{MemorySnapshot, PageSnapshot, PageStats, RunFill, TopLabels, page_runs};
 
-const WIDTH: u32 = 1600;
+pub const WIDTH: u32 = 1400;
 const MARGIN: i32 = 16;
 /// The caption column (pool-relative page id and size), left of the bars.
 const CAPTION_WIDTH: i32 = 160;
 /// Where bars start, and the widest bar, in pixels.
 const BAR_X: i32 = MARGIN + CAPTION_WIDTH + 8;
-const BAR_WIDTH: i32 = 900;
+const BAR_WIDTH: i32 = 760;
 /// The statistics column, right of the bars.
 const STATS_X: i32 = BAR_X + BAR_WIDTH + 12;
 const STATS_WIDTH: i32 = WIDTH as i32 - MARGIN - STATS_X;
@@ -56,13 +56,14 @@ fn legend_entries(snapshot: &MemorySnapshot, labels: &TopLabels) -> Vec<Entry> {
             text: labels.name(series).to_string(),
         })
         .collect();
-    entries.push(Entry {
-        swatch: Swatch::Fill(style::PADDING),
-        text: "padding (dark band, height = its share)".to_string(),
-    });
+    // "padding" last: its long text is where the width estimate leaves the widest gap.
     entries.push(Entry {
         swatch: Swatch::Fill(style::FREE),
         text: "free".to_string(),
+    });
+    entries.push(Entry {
+        swatch: Swatch::Fill(style::PADDING),
+        text: "padding (dark band, height = its share)".to_string(),
     });
     entries
 }
@@ -98,11 +99,17 @@ fn stats_line(page: &PageSnapshot) -> String {
     } else {
         (stats.bytes_in_use + stats.bytes_padding) as f64 * 100.0 / page.size as f64
     };
+    let free = match stats.free_ranges {
+        0 => "no free range".to_string(),
+        1 => format!("1 free range of {}", format_bytes(stats.largest_free)),
+        n => format!(
+            "{n} free ranges, largest {}",
+            format_bytes(stats.largest_free)
+        ),
+    };
     format!(
-        "{} slices · {used:.0}% used · {} free ranges, largest {}",
-        stats.live_slices,
-        stats.free_ranges,
-        format_bytes(stats.largest_free)
+        "{} · {used:.0}% used · {free}",
+        counted(stats.live_slices, "slice", "slices"),
     )
 }
 
@@ -115,7 +122,7 @@ pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> Result<String, B
     let mut height = LEGEND_Y + legend_rows(&entries) * legend::ROW + 8;
     for memory in &snapshot.memories {
         height = height.saturating_add(MEMORY_ROW);
-        for pool in &memory.pools {
+        for pool in memory.pools.iter().filter(|pool| !pool.pages.is_empty()) {
             height = height
                 .saturating_add(POOL_ROW)
                 .saturating_add(rows(pool.pages.len(), PAGE_ROW));
@@ -136,9 +143,9 @@ pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> Result<String, B
             style::bold(22.0, &INK),
         ))?;
         let mut totals_line = format!(
-            "{} pages in {} pools · {} in use + {} padding of {} reserved · {} live slices",
-            totals.pages,
-            pools,
+            "{} in {} · {} in use + {} padding of {} reserved · {} live slices",
+            counted(totals.pages, "page", "pages"),
+            counted(pools as u64, "pool", "pools"),
             format_bytes(totals.bytes_in_use),
             format_bytes(totals.bytes_padding),
             format_bytes(totals.bytes_reserved),
@@ -169,26 +176,38 @@ pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> Result<String, B
         )? + 8;
         for memory in &snapshot.memories {
             let t = memory.totals();
-            let heading = format!(
-                "{} memory · {} pages · {} in use of {} reserved",
+            let mut heading = format!(
+                "{} memory · {} · {} in use of {} reserved",
                 memory.name,
-                t.pages,
+                counted(t.pages, "page", "pages"),
                 format_bytes(t.bytes_in_use),
                 format_bytes(t.bytes_reserved)
             );
+            // Pools without pages get no heading of their own: only their number is told.
+            let empty = memory.pools.iter().filter(|p| p.pages.is_empty()).count();
+            if empty > 0 {
+                heading.push_str(&format!(
+                    " · {} without pages",
+                    counted(empty as u64, "pool", "pools")
+                ));
+            }
             root.draw(&Text::new(
-                style::fit(&heading, 19.0, f64::from(WIDTH) - 2.0 * f64::from(MARGIN)),
+                style::fit(
+                    &heading,
+                    19.0,
+                    (f64::from(WIDTH) - 2.0 * f64::from(MARGIN)) / style::BOLD,
+                ),
                 (MARGIN, y + MEMORY_ROW / 2 + 2),
                 style::bold(19.0, &INK),
             ))?;
             y = y.saturating_add(MEMORY_ROW);
-            for pool in &memory.pools {
+            for pool in memory.pools.iter().filter(|pool| !pool.pages.is_empty()) {
                 let t = pool.totals();
                 let heading = format!(
-                    "pool {} · {} · {} pages · {} in use + {} padding of {} reserved",
+                    "pool {} · {} · {} · {} in use + {} padding of {} reserved",
                     pool.index,
                     pool.pool,
-                    t.pages,
+                    counted(t.pages, "page", "pages"),
                     format_bytes(t.bytes_in_use),
                     format_bytes(t.bytes_padding),
                     format_bytes(t.bytes_reserved)
@@ -197,7 +216,7 @@ pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> Result<String, B
                     style::fit(
                         &heading,
                         16.0,
-                        f64::from(WIDTH) - 2.0 * f64::from(MARGIN) - 12.0,
+                        (f64::from(WIDTH) - 2.0 * f64::from(MARGIN) - 12.0) / style::BOLD,
                     ),
                     (MARGIN + 12, y + POOL_ROW / 2),
                     style::bold(16.0, &MUTED),

@@ -74,23 +74,101 @@ pub fn bold(size: f64, color: &RGBColor) -> TextStyle<'static> {
         .pos(Pos::new(HPos::Left, VPos::Center))
 }
 
-/// A generous estimate of the width in pixels of `text` at plotters size `size`: 0.6 em per
-/// character of the rendered size (sans-serif fonts average about 0.55 em; digits and
-/// capitals are wider). Overestimating only wastes room; underestimating overlaps.
-pub fn text_width(text: &str, size: f64) -> f64 {
-    text.chars().count() as f64 * 0.6 * size / 1.24
+/// The advance of `c` in em, about that of DejaVu Sans (what `sans-serif` is on most Linux
+/// systems, and wider than Arial or Helvetica), rounded up.
+fn char_em(c: char) -> f64 {
+    match c {
+        'i' | 'j' | 'l' | '\'' | '|' | '!' => 0.29,
+        ' ' | '\u{a0}' | '.' | ',' | ':' | ';' | '·' | 'I' => 0.33,
+        '/' | '\\' | '(' | ')' | '[' | ']' | '{' | '}' | '-' | 't' | 'f' | 'r' => 0.42,
+        's' | 'z' | 'c' | '"' => 0.56,
+        'm' | 'M' | 'W' | 'w' | '%' | '@' | '—' | '…' => 1.0,
+        '0'..='9' | 'a'..='z' | '_' | '+' | '=' | '<' | '>' | '*' | '#' | '$' | '&' => 0.66,
+        c if c.is_ascii_uppercase() => 0.8,
+        // Anything else (other scripts, symbols): a full em, so it never overlaps.
+        _ => 1.0,
+    }
 }
+
+/// A generous estimate of the width in pixels of `text` at plotters size `size` (the SVG's
+/// font size is `size / 1.24`): per-character advances of a wide sans-serif font, plus 5 %.
+/// Overestimating only wastes room; underestimating overlaps.
+pub fn text_width(text: &str, size: f64) -> f64 {
+    let em = size / 1.24;
+    text.chars().map(char_em).sum::<f64>() * em * 1.05
+}
+
+/// How much wider bold text is than [`text_width`] says (DejaVu Sans Bold is about 12 %
+/// wider than the regular face): divide a width by it before fitting bold text.
+pub const BOLD: f64 = 1.12;
 
 /// `text`, cut with "…" so that [`text_width`] stays within `width` pixels.
 pub fn fit(text: &str, size: f64, width: f64) -> String {
     if text_width(text, size) <= width {
         return text.to_string();
     }
-    let per_char = 0.6 * size / 1.24;
-    let keep = ((width / per_char).floor() as usize).saturating_sub(1);
-    let mut cut: String = text.chars().take(keep).collect();
+    let mut cut = String::new();
+    for c in text.chars() {
+        cut.push(c);
+        cut.push('…');
+        let fits = text_width(&cut, size) <= width;
+        cut.pop();
+        if !fits {
+            cut.pop();
+            break;
+        }
+    }
     cut.push('…');
     cut
+}
+
+/// `text` broken into lines that each stay within `width` pixels by [`text_width`]: at
+/// the last space or `/` (label scopes) that leaves the line within the width, else
+/// anywhere. A no-break space (U+00A0) never breaks. Nothing is cut.
+pub fn wrap(text: &str, size: f64, width: f64) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        if text_width(rest, size) <= width {
+            lines.push(rest.to_string());
+            break;
+        }
+        // The longest prefix (in chars) that fits; at least one char.
+        let mut end = 0;
+        for (i, c) in rest.char_indices() {
+            if text_width(&rest[..i + c.len_utf8()], size) > width {
+                break;
+            }
+            end = i + c.len_utf8();
+        }
+        if end == 0 {
+            end = rest.chars().next().map_or(rest.len(), char::len_utf8);
+        }
+        // Break at the last space, or just after the last '/', in that prefix.
+        let head = &rest[..end];
+        let space = head.rfind(' ').filter(|&at| at > 0);
+        let slash = head.rfind('/').map(|at| at + 1).filter(|&at| at < end);
+        let split = space.max(slash).unwrap_or(end);
+        lines.push(rest[..split].trim_end().to_string());
+        rest = rest[split..].trim_start();
+    }
+    if lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines
+}
+
+/// Bytes as text for a wrapped legend: the number and its unit kept on one line.
+pub fn bytes(bytes: u64) -> String {
+    wgpu_memory::memory_management::format_bytes(bytes).replace(' ', "\u{a0}")
+}
+
+/// `count` and the noun, singular or plural: "1 page", "3 pages".
+pub fn counted(count: impl Into<u64>, one: &str, many: &str) -> String {
+    match count.into() {
+        1 => format!("1 {one}"),
+        n => format!("{n} {many}"),
+    }
 }
 
 /// " · labels grouped by their first N scopes", for a subtitle.
@@ -127,5 +205,34 @@ mod tests {
         assert!(cut.ends_with('…'));
         assert!(text_width(&cut, 15.0) <= 120.0);
         assert_eq!(fit("short", 15.0, 120.0), "short");
+    }
+
+    #[test]
+    fn wide_characters_count_wider() {
+        assert!(text_width("MMMM", 16.0) > text_width("iiii", 16.0) * 2.0);
+        assert!(text_width("1.50 GiB", 16.0) > text_width("1.5", 16.0));
+    }
+
+    #[test]
+    fn wrap_keeps_every_character_and_each_line_fits() {
+        let long = "model/layer 12/attention/query projection weights (1.50 GiB)";
+        for width in [60.0, 120.0, 200.0, 1000.0] {
+            let lines = wrap(long, 16.0, width);
+            for line in &lines {
+                // A single character wider than the width still gets a line.
+                assert!(
+                    text_width(line, 16.0) <= width || line.chars().count() == 1,
+                    "{line:?} is wider than {width}"
+                );
+            }
+            let joined: String = lines.concat();
+            let squeezed: String = long.chars().filter(|c| *c != ' ').collect();
+            assert_eq!(joined.replace(' ', ""), squeezed, "width {width}");
+        }
+        assert_eq!(wrap("short", 16.0, 200.0), ["short"]);
+        assert_eq!(
+            wrap("model/layer 12/attention", 16.0, 130.0),
+            ["model/layer 12/", "attention"]
+        );
     }
 }

@@ -2,22 +2,25 @@
 //! markers for pages made and given back, cleanups and out-of-memory.
 
 use crate::legend::{self, Entry, Swatch};
-use crate::style::{self, INK, MUTED};
+use crate::style::{self, INK, MUTED, counted};
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use std::error::Error;
 use wgpu_memory::memory_management::format_bytes;
 use wgpu_memory::report::{EventKind, MemorySnapshot, Timeline, TopLabels};
 
-/// Picture size, in pixels.
-const WIDTH: u32 = 1600;
+/// Picture size, in pixels: the least height (a long legend makes it taller).
+pub const WIDTH: u32 = 1400;
 const HEIGHT: u32 = 780;
 /// Width of the legend column on the right, in pixels.
-const LEGEND: u32 = 380;
+pub const LEGEND: u32 = 380;
 /// Height of the title band, in pixels.
 const TITLE: u32 = 84;
-/// One timeline sample per this many columns (about one per pixel of the plot).
-const COLUMNS: usize = 1100;
+/// Timeline samples (about one per pixel of the plot).
+const COLUMNS: usize = 1000;
+/// Where the legend's first heading sits, and the gap before the second, in pixels.
+const LEGEND_TOP: i32 = 24;
+const LEGEND_GAP: i32 = 14;
 
 const MIB: f64 = (1u64 << 20) as f64;
 
@@ -36,15 +39,20 @@ fn steps(times: &[f64], values: &[f64]) -> Vec<(f64, f64)> {
 /// Draws the timeline of `snapshot` with the series of `labels`; returns the SVG text.
 pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> Result<String, Box<dyn Error>> {
     let timeline = Timeline::from_snapshot(snapshot, labels, COLUMNS);
+    let (series, marks) = legend_entries(&timeline);
+    let rows = legend::column_rows(&series, LEGEND_TEXT) + legend::column_rows(&marks, LEGEND_TEXT);
+    // Two headings and the rows, below the title band, and a margin.
+    let legend_height = LEGEND_TOP + 2 * legend::ROW + LEGEND_GAP + rows * legend::ROW + 16;
+    let height = HEIGHT.max(TITLE + legend_height.max(0) as u32);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE)?;
         let (title, body) = root.split_vertically(TITLE);
         draw_title(&title, snapshot, &timeline)?;
         let (plot, side) = body.split_horizontally(WIDTH - LEGEND);
         draw_plot(&plot, &timeline)?;
-        draw_legend(&side, &timeline)?;
+        draw_legend(&side, &series, &marks)?;
         root.present()?;
     }
     Ok(svg)
@@ -202,16 +210,13 @@ fn draw_plot(
     Ok(())
 }
 
-fn draw_legend(
-    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    timeline: &Timeline,
-) -> Result<(), Box<dyn Error>> {
+/// The width of the legend's entries (swatch and text), in pixels.
+const LEGEND_TEXT: i32 = LEGEND as i32 - 24;
+
+/// The legend's two columns: the label series with bytes in use (top of the stack first),
+/// then the reserved line and each kind of marker that occurs (or a "none" line).
+fn legend_entries(timeline: &Timeline) -> (Vec<Entry>, Vec<Entry>) {
     let labels = &timeline.labels;
-    area.draw(&Text::new(
-        "in use, by label (peak)",
-        (10, 24),
-        style::bold(16.0, &INK),
-    ))?;
     // Top of the stack first, as the areas are stacked.
     let series: Vec<Entry> = (0..labels.series_count())
         .rev()
@@ -219,12 +224,10 @@ fn draw_legend(
             let peak = timeline.series_max(series);
             (peak > 0).then(|| Entry {
                 swatch: Swatch::Fill(style::series_color(series, labels.other())),
-                text: format!("{} ({})", labels.name(series), format_bytes(peak)),
+                text: format!("{} ({})", labels.name(series), style::bytes(peak)),
             })
         })
         .collect();
-    let width = LEGEND as i32 - 24;
-    let y = legend::draw_column(area, &series, (10, 24 + legend::ROW), width)?;
 
     let count = |kind: EventKind| -> (u64, u64) {
         timeline
@@ -235,40 +238,63 @@ fn draw_legend(
                 (n + u64::from(m.count), bytes + m.bytes)
             })
     };
-    let (made, made_bytes) = count(EventKind::PageMade);
-    let (released, released_bytes) = count(EventKind::PageReleased);
-    let (cleanups, cleaned) = count(EventKind::Cleanup);
-    let (ooms, asked) = count(EventKind::OutOfMemory);
-    let marks = vec![
-        Entry {
-            swatch: Swatch::Line(style::RESERVED),
-            text: format!("reserved (peak {})", format_bytes(timeline.peak_reserved)),
-        },
-        Entry {
-            swatch: Swatch::Up(style::PAGE_MADE),
-            text: format!("page made: {made} ({})", format_bytes(made_bytes)),
-        },
-        Entry {
-            swatch: Swatch::Down(style::PAGE_RELEASED),
-            text: format!(
-                "page given back: {released} ({})",
-                format_bytes(released_bytes)
-            ),
-        },
-        Entry {
-            swatch: Swatch::Dashed(style::CLEANUP),
-            text: format!("cleanup: {cleanups} ({} released)", format_bytes(cleaned)),
-        },
-        Entry {
-            swatch: Swatch::Line(style::OUT_OF_MEMORY),
-            text: format!("out of memory: {ooms} ({} asked)", format_bytes(asked)),
-        },
+    let mut marks = vec![Entry {
+        swatch: Swatch::Line(style::RESERVED),
+        text: format!("reserved (peak {})", style::bytes(timeline.peak_reserved)),
+    }];
+    let kinds = [
+        (EventKind::PageMade, Swatch::Up(style::PAGE_MADE)),
+        (EventKind::PageReleased, Swatch::Down(style::PAGE_RELEASED)),
+        (EventKind::Cleanup, Swatch::Dashed(style::CLEANUP)),
+        (EventKind::OutOfMemory, Swatch::Line(style::OUT_OF_MEMORY)),
     ];
+    for (kind, swatch) in kinds {
+        let (n, bytes) = count(kind);
+        if n == 0 {
+            continue;
+        }
+        let bytes = style::bytes(bytes);
+        let text = match kind {
+            EventKind::PageMade => format!("{} made ({bytes})", counted(n, "page", "pages")),
+            EventKind::PageReleased => {
+                format!("{} given back ({bytes})", counted(n, "page", "pages"))
+            }
+            EventKind::Cleanup => {
+                format!("{} ({bytes} released)", counted(n, "cleanup", "cleanups"))
+            }
+            _ => format!(
+                "{} ({bytes} asked)",
+                counted(n, "out-of-memory failure", "out-of-memory failures")
+            ),
+        };
+        marks.push(Entry { swatch, text });
+    }
+    if marks.len() == 1 {
+        marks.push(Entry {
+            swatch: Swatch::Blank,
+            text: "no pages made or given back, cleanups or out-of-memory failures recorded"
+                .to_string(),
+        });
+    }
+    (series, marks)
+}
+
+fn draw_legend(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    series: &[Entry],
+    marks: &[Entry],
+) -> Result<(), Box<dyn Error>> {
     area.draw(&Text::new(
-        "reserved and events",
-        (10, y + 14),
+        "in use, by label (peak)",
+        (10, LEGEND_TOP),
         style::bold(16.0, &INK),
     ))?;
-    legend::draw_column(area, &marks, (10, y + 14 + legend::ROW), width)?;
+    let y = legend::draw_column(area, series, (10, LEGEND_TOP + legend::ROW), LEGEND_TEXT)?;
+    area.draw(&Text::new(
+        "reserved and events",
+        (10, y + LEGEND_GAP),
+        style::bold(16.0, &INK),
+    ))?;
+    legend::draw_column(area, marks, (10, y + LEGEND_GAP + legend::ROW), LEGEND_TEXT)?;
     Ok(())
 }
