@@ -6,10 +6,16 @@ mod abandoned_reads;
 mod batch_failure;
 mod callbacks;
 mod cases;
+#[path = "../../examples/matmul/chain.rs"]
+#[allow(dead_code)]
+mod chain;
 mod device;
 mod device_loss;
 mod failures;
 mod history;
+#[path = "../../examples/matmul/job.rs"]
+#[allow(dead_code)]
+mod job;
 mod kernels;
 mod launch;
 mod layout;

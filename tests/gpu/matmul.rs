@@ -1,11 +1,8 @@
 //! The main job at small sizes, against the CPU reference.
 
-#[path = "../../examples/matmul/job.rs"]
-#[allow(dead_code)]
-mod job;
-
-use crate::device::shared;
-use job::Dims;
+use crate::device::{fresh, shared};
+use crate::job::{self, Dims};
+use wgpu_memory::report::{EventKind, MAIN_MEMORY};
 
 fn check(dims: Dims) {
     let Some(client) = shared() else { return };
@@ -41,4 +38,41 @@ fn mismatch_is_reported_with_its_index() {
     let cpu = vec![1.0f32, 2.0, 3.0];
     let gpu = vec![1.0f32, 2.5, 3.0];
     assert_eq!(job::first_mismatch(&gpu, &cpu), Some((1, 2.5, 2.0)));
+}
+
+/// The main job's `--layers` chain checks against the CPU; with history on, the snapshot
+/// after it shows the live weights of the second half under their layer labels, and the
+/// history holds the cleanup that gave the first half's pages back.
+#[test]
+fn the_layer_chain_matches_cpu_and_its_snapshot_shows_the_layers() {
+    let Some(client) = fresh() else { return };
+    client.record_history(100_000);
+    let chain = crate::chain::run(&client, 6).unwrap();
+    assert_eq!(chain.mismatch, None);
+    let snapshot = client.memory_snapshot();
+    snapshot.check().unwrap();
+    snapshot.check_report().unwrap();
+    let labels: std::collections::BTreeSet<String> = snapshot
+        .memory(MAIN_MEMORY)
+        .unwrap()
+        .pools
+        .iter()
+        .flat_map(|pool| &pool.pages)
+        .flat_map(|page| &page.slices)
+        .filter_map(|slice| slice.label.clone())
+        .collect();
+    for layer in 3..6 {
+        assert!(
+            labels.contains(&format!("layer {layer}/weights")),
+            "{labels:?}"
+        );
+    }
+    assert!(!labels.contains("layer 0/weights"), "{labels:?}");
+    assert!(
+        snapshot
+            .history
+            .iter()
+            .any(|event| event.kind == EventKind::Cleanup)
+    );
+    drop(chain);
 }
