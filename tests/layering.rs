@@ -105,3 +105,22 @@ fn the_poller_does_not_import_the_readback() {
         "the poller imports the readback"
     );
 }
+
+/// Each layer calls only the layers below it: storage < memory_management < report <
+/// server < client. Code naming a layer above its own is a failure.
+#[test]
+fn no_layer_names_a_layer_above_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let layers = ["storage", "memory_management", "report", "server", "client"];
+    let mut found = Vec::new();
+    for (at, layer) in layers.iter().enumerate() {
+        for above in &layers[at + 1..] {
+            found.extend(uses_of(&src.join(layer), &format!("crate::{above}")));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a layer names one above it:\n{}",
+        found.join("\n")
+    );
+}

@@ -1015,7 +1015,7 @@ impl<S: ComputeStorage> core::fmt::Display for MemoryManagement<S> {
                 ("dedicated".to_string(), &report.dedicated),
             ]);
         for (name, pool) in pools {
-            writeln!(f, "  {name}: {}", crate::report::pool_line(pool))?;
+            writeln!(f, "  {name}: {}", super::pool_line(pool))?;
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
-//! Usage sums and the one byte formatter of the crate.
+//! Usage sums, the one byte formatter of the crate, and one pool's report on a line.
 
-use cubecl_runtime::memory_management::MemoryUsage;
+use cubecl_runtime::memory_management::{MemoryPoolKind, MemoryPoolReport, MemoryUsage};
 
 /// Formats a byte count with binary units (B, KiB, MiB, GiB, TiB), two decimals above
 /// 1 KiB: `1536` prints `1.50 KiB`.
@@ -59,4 +59,41 @@ mod tests {
         assert_eq!(format_bytes(64 << 20), "64.00 MiB");
         assert_eq!(format_bytes(3 << 30), "3.00 GiB");
     }
+}
+
+/// One line for one pool: its kind, pages now and at peak, and its usage.
+pub fn pool_line(pool: &MemoryPoolReport) -> String {
+    let kind = match pool.kind {
+        MemoryPoolKind::Sliced {
+            page_size,
+            max_slice_size,
+        } => format!(
+            "sliced ({} pages, slices up to {})",
+            format_bytes(page_size),
+            format_bytes(max_slice_size)
+        ),
+        MemoryPoolKind::Adaptive {
+            page_size,
+            outdated_pages,
+        } => format!(
+            "adaptive ({} pages, {outdated_pages} outdated)",
+            format_bytes(page_size)
+        ),
+        MemoryPoolKind::Exclusive { max_alloc_size } => {
+            format!("exclusive (up to {})", format_bytes(max_alloc_size))
+        }
+        MemoryPoolKind::Direct => "direct".to_string(),
+        MemoryPoolKind::Persistent => "persistent".to_string(),
+    };
+    let usage = &pool.usage;
+    format!(
+        "{kind}: {} pages (peak {}), {} allocations, {} in use, {} padding, {} reserved, largest allocation {}",
+        pool.pages,
+        pool.pages_peak,
+        usage.number_allocs,
+        format_bytes(usage.bytes_in_use),
+        format_bytes(usage.bytes_padding),
+        format_bytes(usage.bytes_reserved),
+        format_bytes(pool.largest_alloc)
+    )
 }

@@ -1,46 +1,8 @@
 //! A human-readable summary of a [`MemoryReport`].
 
-use crate::memory_management::{
-    MemoryPoolKind, MemoryPoolReport, MemoryPoolsReport, MemoryReport, format_bytes,
-};
+pub use crate::memory_management::pool_line;
+use crate::memory_management::{MemoryPoolsReport, MemoryReport, format_bytes};
 use core::fmt;
-
-/// One line for one pool: its kind, pages now and at peak, and its usage.
-pub fn pool_line(pool: &MemoryPoolReport) -> String {
-    let kind = match pool.kind {
-        MemoryPoolKind::Sliced {
-            page_size,
-            max_slice_size,
-        } => format!(
-            "sliced ({} pages, slices up to {})",
-            format_bytes(page_size),
-            format_bytes(max_slice_size)
-        ),
-        MemoryPoolKind::Adaptive {
-            page_size,
-            outdated_pages,
-        } => format!(
-            "adaptive ({} pages, {outdated_pages} outdated)",
-            format_bytes(page_size)
-        ),
-        MemoryPoolKind::Exclusive { max_alloc_size } => {
-            format!("exclusive (up to {})", format_bytes(max_alloc_size))
-        }
-        MemoryPoolKind::Direct => "direct".to_string(),
-        MemoryPoolKind::Persistent => "persistent".to_string(),
-    };
-    let usage = &pool.usage;
-    format!(
-        "{kind}: {} pages (peak {}), {} allocations, {} in use, {} padding, {} reserved, largest allocation {}",
-        pool.pages,
-        pool.pages_peak,
-        usage.number_allocs,
-        format_bytes(usage.bytes_in_use),
-        format_bytes(usage.bytes_padding),
-        format_bytes(usage.bytes_reserved),
-        format_bytes(pool.largest_alloc)
-    )
-}
 
 /// Displays a [`MemoryReport`]: one line of totals, then each memory (the main pools
 /// and every auxiliary memory, such as staging) with its non-empty pools.

@@ -12,7 +12,7 @@
 //! (`IoError::OutOfMemory`), a page over the device's own buffer limit
 //! (`IoError::BufferTooBig`), an unknown id (`IoError::StorageHandleNotFound`), or a
 //! driver error it caught. Sizes, alignment and binding limits are checked above it, in
-//! [`memory_management`](crate::memory_management).
+//! `memory_management`, the layer above.
 //!
 //! - [`WgpuStorage`]: one `wgpu::Buffer` per page.
 //! - [`BytesStorage`]: host memory with the same contract, for unit tests, property tests

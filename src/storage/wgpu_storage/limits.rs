@@ -1,6 +1,6 @@
 //! Adapter limits as the plain numbers the pools are built from.
 
-use crate::memory_management::MemoryDeviceProperties;
+use cubecl_ir::MemoryDeviceProperties;
 
 /// The smallest alignment any buffer copy or write needs (`wgpu::COPY_BUFFER_ALIGNMENT`,
 /// 4 bytes).
