@@ -46,21 +46,6 @@ impl SliceSums {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::format_bytes;
-
-    /// Binary units, two decimals, plain bytes below 1 KiB.
-    #[test]
-    fn formats_binary_units() {
-        assert_eq!(format_bytes(0), "0 B");
-        assert_eq!(format_bytes(1023), "1023 B");
-        assert_eq!(format_bytes(1536), "1.50 KiB");
-        assert_eq!(format_bytes(64 << 20), "64.00 MiB");
-        assert_eq!(format_bytes(3 << 30), "3.00 GiB");
-    }
-}
-
 /// One line for one pool: its kind, pages now and at peak, and its usage.
 pub fn pool_line(pool: &MemoryPoolReport) -> String {
     let kind = match pool.kind {
@@ -96,4 +81,19 @@ pub fn pool_line(pool: &MemoryPoolReport) -> String {
         format_bytes(usage.bytes_reserved),
         format_bytes(pool.largest_alloc)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_bytes;
+
+    /// Binary units, two decimals, plain bytes below 1 KiB.
+    #[test]
+    fn formats_binary_units() {
+        assert_eq!(format_bytes(0), "0 B");
+        assert_eq!(format_bytes(1023), "1023 B");
+        assert_eq!(format_bytes(1536), "1.50 KiB");
+        assert_eq!(format_bytes(64 << 20), "64.00 MiB");
+        assert_eq!(format_bytes(3 << 30), "3.00 GiB");
+    }
 }
