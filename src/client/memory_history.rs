@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 impl Client {
     /// Every page of every memory (`"main"`, then the readback staging `"staging"` and
-    /// the upload staging `"upload"`), each live slice in it (offset, requested size,
-    /// padding, allocation id), and the memory report, taken together under the client's
-    /// lock. Write it with [`MemorySnapshot::to_json`](crate::report::MemorySnapshot::to_json);
+    /// the upload staging `"upload"`), each slice in it in offset order (live slices:
+    /// offset, requested size, padding, allocation id; free ranges: offset and size, with
+    /// `live: false`), and the memory report, taken together under the client's lock. Write it with [`MemorySnapshot::to_json`](crate::report::MemorySnapshot::to_json);
     /// draw it with `examples/memory_viz`.
     ///
     /// Its slices sum to the report's numbers, memory by memory, and no two live slices

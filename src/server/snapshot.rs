@@ -2,7 +2,7 @@
 
 use super::Server;
 use crate::memory_management::{
-    MemoryManagement, MemoryPoolKind, MemoryReport, PoolPages, format_bytes,
+    LiveSlice, MemoryManagement, MemoryPoolKind, MemoryReport, PoolPages, format_bytes,
 };
 use crate::report::{
     MAIN_MEMORY, MemorySnapshot, MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
@@ -84,22 +84,45 @@ fn pool_snapshot(name: String, pool: PoolPages) -> PoolSnapshot {
             .map(|page| PageSnapshot {
                 id: page.id,
                 size: page.size,
-                slices: page
-                    .slices
-                    .into_iter()
-                    .map(|slice| SliceSnapshot {
-                        offset: slice.offset,
-                        size: slice.size,
-                        padding: slice.padding,
-                        live: true,
-                        id: Some(slice.id),
-                        label: None,
-                        age_us: None,
-                    })
-                    .collect(),
+                slices: with_free_ranges(page.size, &page.slices),
             })
             .collect(),
     }
+}
+
+/// The live slices of a page (ascending offsets) and, between them, each free range as a
+/// slice with `live: false`, in offset order: together they cover the page once.
+fn with_free_ranges(page_size: u64, live: &[LiveSlice]) -> Vec<SliceSnapshot> {
+    let free = |start: u64, end: u64| SliceSnapshot {
+        offset: start,
+        size: end - start,
+        padding: 0,
+        live: false,
+        id: None,
+        label: None,
+        age_us: None,
+    };
+    let mut slices = Vec::with_capacity(live.len() * 2 + 1);
+    let mut covered = 0;
+    for slice in live {
+        if slice.offset > covered {
+            slices.push(free(covered, slice.offset));
+        }
+        slices.push(SliceSnapshot {
+            offset: slice.offset,
+            size: slice.size,
+            padding: slice.padding,
+            live: true,
+            id: Some(slice.id),
+            label: None,
+            age_us: None,
+        });
+        covered = covered.max(slice.offset + slice.size + slice.padding);
+    }
+    if page_size > covered {
+        slices.push(free(covered, page_size));
+    }
+    slices
 }
 
 /// A pool's kind and shape for people, the same for the pool's whole life (history events

@@ -57,6 +57,30 @@ fn a_snapshot_matches_the_report_and_round_trips_through_json() {
     expected.sort_unstable();
     assert_eq!(listed, expected, "each live handle once, with its size");
     assert!(main.totals().bytes_reserved > 0);
+    // Live slices and free ranges (`live: false`) tile every page, in offset order.
+    for page in snapshot
+        .memories
+        .iter()
+        .flat_map(|memory| &memory.pools)
+        .flat_map(|pool| &pool.pages)
+    {
+        let mut at = 0;
+        for slice in &page.slices {
+            assert_eq!(slice.offset, at, "page {} is tiled in order", page.id);
+            at += slice.size + slice.padding;
+            if !slice.live {
+                assert!(slice.size > 0 && slice.id.is_none());
+            }
+        }
+        assert_eq!(at, page.size, "page {} is covered once", page.id);
+    }
+    assert!(
+        main.pools
+            .iter()
+            .flat_map(|pool| &pool.pages)
+            .any(|page| page.slices.iter().any(|slice| !slice.live)),
+        "the dropped handles left free ranges"
+    );
 
     let json = snapshot.to_json().unwrap();
     let back = MemorySnapshot::from_json(&json).unwrap();
