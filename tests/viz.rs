@@ -253,8 +253,9 @@ fn the_history_ring_keeps_the_newest_n() {
 fn label_scopes_nest() {
     let mut labels = LabelStack::default();
     let outer = labels.push("outer");
-    labels.push("inner");
+    let inner = labels.push("inner");
     assert_eq!(labels.current(), Some("outer/inner"));
-    labels.truncate(outer);
+    labels.close(inner);
+    labels.close(outer);
     assert_eq!(labels.current(), None);
 }

@@ -97,7 +97,7 @@ fn stats_line(page: &PageSnapshot) -> String {
     let used = if page.size == 0 {
         0.0
     } else {
-        (stats.bytes_in_use + stats.bytes_padding) as f64 * 100.0 / page.size as f64
+        stats.bytes_in_use.saturating_add(stats.bytes_padding) as f64 * 100.0 / page.size as f64
     };
     let free = match stats.free_ranges {
         0 => "no free range".to_string(),

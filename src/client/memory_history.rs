@@ -47,7 +47,7 @@ impl Client {
             .flat_map(|pool| &mut pool.pages)
             .flat_map(|page| &mut page.slices)
         {
-            if let Some((label, at)) = slice.id.and_then(|id| history.live.get(&id)) {
+            if let Some((label, at)) = slice.id.and_then(|id| history.label_of(id)) {
                 slice.label = label.clone();
                 slice.age_us = Some(taken_us.saturating_sub(*at));
             }
@@ -70,17 +70,16 @@ impl Client {
     /// - uploads and readbacks (bytes), launches (kernel label), cleanups (bytes
     ///   released), installs and out-of-memory failures.
     ///
-    /// Handles made while history is off record no free. Also set by `[memory] history`.
+    /// A page event is stamped when the client call that made or gave back the page
+    /// records it, before that call returns. Handles made while history is off record no
+    /// free. Also set by `[memory] history`.
     pub fn record_history(&self, events: usize) {
         let mut server = self.shared.server.lock();
         server.observe_pages(events > 0);
         let mut history = self.shared.history.lock();
         history.set_capacity(events);
         if events == 0 {
-            let dropped = std::mem::take(&mut history.live);
-            drop(history);
-            drop(server);
-            drop(dropped);
+            history.forget_labels();
         }
     }
 
@@ -127,16 +126,18 @@ impl Client {
 
     /// Opens a label scope: reservations made while the returned guard lives carry
     /// `name` (nested scopes join as `"outer/inner"`) in their history events and
-    /// snapshot slices. Dropping the guard closes it and every scope opened inside it.
+    /// snapshot slices. Dropping the guard closes this scope only: scopes opened after it
+    /// whose guards still live stay open (see [`LabelStack`](crate::report::LabelStack)),
+    /// so guards dropped out of order never close another's scope.
     ///
     /// Scopes belong to the client, not to a thread: a reservation on another thread
     /// while a scope is open carries its label too. Labels are kept only while history
     /// is on ([`record_history`](Self::record_history)).
     pub fn label(&self, name: &str) -> LabelScope {
-        let depth = self.shared.history.lock().labels.push(name);
+        let id = self.shared.history.lock().labels.push(name);
         LabelScope {
             history: self.shared.history.clone(),
-            depth,
+            id,
         }
     }
 
@@ -152,6 +153,36 @@ impl Client {
     /// Records an event of `kind`, when history is on.
     pub(super) fn record(&self, kind: EventKind, bytes: u64, fill: impl FnOnce(&mut HistoryEvent)) {
         self.shared.history.lock().push(kind, bytes, fill);
+    }
+
+    /// Records an `Upload` or `Readback` of `bytes` touching `handle`: its id, pool, page,
+    /// offset and label, after the staging pages the transfer made (`server` is the
+    /// locked server). Nothing when history is off.
+    pub(super) fn record_transfer(
+        &self,
+        server: &mut Server,
+        kind: EventKind,
+        bytes: u64,
+        handle: Option<&Handle>,
+    ) {
+        let mut history = self.shared.history.lock();
+        if !history.on() {
+            return;
+        }
+        server.record_page_events(&mut history, None);
+        let id = handle.map(|handle| handle.memory.descriptor().id.value as u64);
+        let placement = handle.and_then(|handle| server.placement(handle));
+        let label = id.and_then(|id| history.label_of(id)).and_then(|(label, _)| label.clone());
+        history.push(kind, bytes, |event| {
+            event.id = id;
+            event.label = label;
+            if let Some(placement) = placement {
+                event.memory = Some(MAIN_MEMORY.to_string());
+                event.pool = Some(placement.pool);
+                event.page = Some(placement.page);
+                event.offset = Some(placement.offset);
+            }
+        });
     }
 
     /// Moves the memories' page events into history, when it is on (`server` is the
@@ -217,9 +248,18 @@ impl Client {
             if history.on() {
                 server.record_page_events(&mut history, None);
                 let label = history.labels.current().map(str::to_string);
+                // A capped pool that is full names itself; the device refusing a page
+                // names no pool.
+                let pool = match error {
+                    crate::memory_management::ReserveError::PoolCapacityExceeded {
+                        pool, ..
+                    } => Some(server.main_pool_name(*pool)),
+                    _ => None,
+                };
                 history.push(EventKind::OutOfMemory, bytes, |event| {
                     event.label = label;
                     event.memory = Some(MAIN_MEMORY.to_string());
+                    event.pool = pool;
                 });
             }
         }
@@ -297,24 +337,23 @@ fn append_json_line(path: &std::path::Path, record: &MemoryRecord) -> Result<(),
     file.write_all(line.as_bytes()).map_err(|e| e.to_string())
 }
 
-/// A label scope opened by [`Client::label`]; dropping it closes the scope (and any
-/// scope opened inside it that is still open).
+/// A label scope opened by [`Client::label`]; dropping it closes that scope.
 #[must_use = "the scope closes when the guard is dropped"]
 pub struct LabelScope {
     history: Arc<Mutex<History>>,
-    depth: usize,
+    id: u64,
 }
 
 impl core::fmt::Debug for LabelScope {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("LabelScope")
-            .field("depth", &self.depth)
+            .field("id", &self.id)
             .finish()
     }
 }
 
 impl Drop for LabelScope {
     fn drop(&mut self) {
-        self.history.lock().labels.truncate(self.depth);
+        self.history.lock().labels.close(self.id);
     }
 }

@@ -261,11 +261,7 @@ impl Client {
                 .inspect_err(|_| main_failed = true)?;
             let handle = self.reserved(&mut server, handle);
             server.write_with(&handle, 0, size, fill)?;
-            self.record_pages(&mut server);
-            self.record(EventKind::Upload, size, |event| {
-                event.id = Some(handle.memory.descriptor().id.value as u64);
-                event.memory = Some("upload".to_string());
-            });
+            self.record_transfer(&mut server, EventKind::Upload, size, Some(&handle));
             Ok((handle, server.submit_due()))
         })();
         // The server's lock is released: the out-of-memory detail takes it again.
@@ -329,11 +325,7 @@ impl Client {
         let due = {
             let mut server = self.shared.server.lock();
             server.write_with(handle, offset, size, fill)?;
-            self.record_pages(&mut server);
-            self.record(EventKind::Upload, size, |event| {
-                event.id = Some(handle.memory.descriptor().id.value as u64);
-                event.memory = Some("upload".to_string());
-            });
+            self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
             server.submit_due()
         };
         if due {
@@ -509,9 +501,13 @@ impl Client {
         let layout = config.resolve(&storage_memory_properties(&self.device().limits()))?;
         let mut server = self.shared.server.lock();
         let before = reserved_bytes(&server.memory_report());
+        // The install gives every free page back before it swaps the pools; doing that
+        // here first, and recording those pages now, names them after the pools that
+        // held them.
+        server.main.cleanup(crate::memory_management::Cleanup::Explicit);
+        self.record_pages(&mut server);
         server.install(layout)?;
         let dropped = before.saturating_sub(reserved_bytes(&server.memory_report()));
-        self.record_pages(&mut server);
         self.record(EventKind::Install, dropped, |_| {});
         Ok(())
     }

@@ -68,12 +68,14 @@ impl Client {
         let _turn = self.shared.turn.lock();
         let (plan, batch) = {
             let mut server = self.shared.server.lock();
-            let plan = server.start_read(parts)?;
+            let plan = server.start_read(parts).inspect_err(|_| self.record_pages(&mut server))?;
             let bytes = parts.iter().map(|(_, _, len)| len).sum();
-            self.record_pages(&mut server);
-            self.record(EventKind::Readback, bytes, |event| {
-                event.memory = Some("staging".to_string())
-            });
+            // One handle's read names it; a read of many names none.
+            let single = match parts {
+                [(handle, _, _)] => Some(*handle),
+                _ => None,
+            };
+            self.record_transfer(&mut server, EventKind::Readback, bytes, single);
             let batch = plan.as_ref().and_then(|_| server.take_batch());
             (plan, batch)
         };

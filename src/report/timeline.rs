@@ -104,9 +104,11 @@ impl Timeline {
         }
         let mut reserved = initial_reserved;
 
+        // A snapshot is input (a file): one stamped at the end of time still gets a span.
         let start_us = events
             .first()
-            .map_or(snapshot.taken_us, |e| e.time_us.min(snapshot.taken_us));
+            .map_or(snapshot.taken_us, |e| e.time_us.min(snapshot.taken_us))
+            .min(u64::MAX - 1);
         let last_us = events.last().map_or(0, |e| e.time_us);
         let end_us = snapshot.taken_us.max(last_us).max(start_us + 1);
         let span = u128::from(end_us - start_us) + 1;

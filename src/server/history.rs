@@ -11,7 +11,11 @@ use crate::memory_management::{MemoryEvent, MemoryManagement};
 use crate::report::{EventKind, HistoryEvent, HistoryRing, LabelStack, MAIN_MEMORY};
 use crate::storage::WgpuStorage;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+
+/// How many freed allocations keep their label for snapshots (see
+/// `History::label_of`).
+pub(crate) const RECENTLY_FREED: usize = 4096;
 use std::sync::Weak;
 use std::time::Instant;
 
@@ -25,6 +29,12 @@ pub(crate) struct History {
     /// Live allocations reserved while history was on: id → (label, reserved at µs).
     /// Bounded by the live handles: an entry goes with the handle's last clone.
     pub(crate) live: HashMap<u64, (Option<String>, u64)>,
+    /// The labels of the newest [`RECENTLY_FREED`] allocations whose handles are gone:
+    /// a binding still in flight (or a `HandleResource`) may keep such a slice live a
+    /// little longer, and a snapshot then still names it.
+    recently_freed: HashMap<u64, (Option<String>, u64)>,
+    /// The order `recently_freed` was filled in, oldest first.
+    freed_order: VecDeque<u64>,
     /// Whether each reservation records the caller's backtrace.
     pub(crate) backtraces: bool,
 }
@@ -36,6 +46,8 @@ impl History {
             started: Instant::now(),
             labels: LabelStack::default(),
             live: HashMap::new(),
+            recently_freed: HashMap::new(),
+            freed_order: VecDeque::new(),
             backtraces: false,
         }
     }
@@ -70,6 +82,34 @@ impl History {
         self.ring.push(event);
     }
 
+    /// The label and reservation time (µs) of allocation `id`: a live one, or one of the
+    /// newest [`RECENTLY_FREED`] whose handles are gone.
+    pub(crate) fn label_of(&self, id: u64) -> Option<&(Option<String>, u64)> {
+        self.live.get(&id).or_else(|| self.recently_freed.get(&id))
+    }
+
+    /// Moves allocation `id` from the live ones to the recently freed ones (the oldest of
+    /// those is forgotten past [`RECENTLY_FREED`]).
+    fn freed(&mut self, id: u64) {
+        let Some(entry) = self.live.remove(&id) else {
+            return;
+        };
+        if self.freed_order.len() == RECENTLY_FREED
+            && let Some(oldest) = self.freed_order.pop_front()
+        {
+            self.recently_freed.remove(&oldest);
+        }
+        self.freed_order.push_back(id);
+        self.recently_freed.insert(id, entry);
+    }
+
+    /// Forgets every live and recently freed allocation's label.
+    pub(crate) fn forget_labels(&mut self) {
+        self.freed_order.clear();
+        self.live.clear();
+        self.recently_freed.clear();
+    }
+
     /// The events held, oldest first, and how many older ones were dropped.
     pub(crate) fn events(&self) -> (Vec<HistoryEvent>, u64) {
         (self.ring.to_vec(), self.ring.dropped())
@@ -96,7 +136,7 @@ impl Drop for FreeRecord {
             let placement = self.placement.take();
             let id = self.id;
             let mut history = history.lock();
-            history.live.remove(&id);
+            history.freed(id);
             history.push(EventKind::Free, self.bytes, |event| {
                 event.id = Some(id);
                 event.label = label;
@@ -153,6 +193,12 @@ impl Server {
                 push_page_event(history, name, memory, event, reservation);
             }
         }
+    }
+
+    /// The name of the main memory's pool at layout position `position` (as a
+    /// `MemoryLocation` or a `ReserveError` states it).
+    pub(crate) fn main_pool_name(&self, position: u8) -> String {
+        pool_at(&self.main, self.main.place(position))
     }
 
     /// Where `handle`'s slice lies in the main memory, or `None` for a stale handle.
