@@ -197,3 +197,63 @@ fn memory_records_are_appended_to_the_records_file_as_json_lines() {
     assert_eq!(client.records_not_written(), 1);
     drop(handle);
 }
+
+/// review: a `HandleResource` keeps the slice reserved after the handle's last clone is
+/// dropped (its docs say so), yet the free is recorded then and the slice's label and age
+/// are forgotten: the snapshot shows a live slice with no label while history says it was
+/// freed, and the timeline's levels disagree with the slices.
+#[test]
+fn review_a_slice_held_by_a_resource_keeps_its_label() {
+    let Some(client) = fresh() else { return };
+    client.record_history(100);
+    let handle = {
+        let _scope = client.label("held");
+        client.empty(1000).unwrap()
+    };
+    let id = handle.memory().descriptor().id.value as u64;
+    let resource = client.resource(&handle).unwrap();
+    drop(handle);
+    let snapshot = client.memory_snapshot();
+    let slice = snapshot
+        .memories
+        .iter()
+        .flat_map(|memory| &memory.pools)
+        .flat_map(|pool| &pool.pages)
+        .flat_map(|page| &page.slices)
+        .find(|slice| slice.id == Some(id))
+        .expect("the resource keeps the slice live");
+    assert!(slice.live);
+    let freed = snapshot
+        .history
+        .iter()
+        .any(|event| event.kind == EventKind::Free && event.id == Some(id));
+    assert_eq!(
+        (slice.label.as_deref(), freed),
+        (Some("held"), false),
+        "a slice still held shows its label and has no free yet"
+    );
+    drop(resource);
+}
+
+/// review: label scopes are kept as a depth; a guard that outlives its parent truncates
+/// to its old depth, closing a scope opened later by someone else while that scope's guard
+/// still lives.
+#[test]
+fn review_a_stale_label_guard_does_not_close_a_newer_scope() {
+    let Some(client) = fresh() else { return };
+    client.record_history(100);
+    let outer = client.label("a");
+    let stale = client.label("b");
+    drop(outer);
+    let _c = client.label("c");
+    let _d = client.label("d");
+    drop(stale);
+    let handle = client.empty(64).unwrap();
+    let label = client
+        .history()
+        .into_iter()
+        .find(|event| event.kind == EventKind::Reserve)
+        .and_then(|event| event.label);
+    assert_eq!(label.as_deref(), Some("c/d"), "both guards c and d still live");
+    drop(handle);
+}
