@@ -257,3 +257,44 @@ fn review_a_stale_label_guard_does_not_close_a_newer_scope() {
     assert_eq!(label.as_deref(), Some("c/d"), "both guards c and d still live");
     drop(handle);
 }
+
+/// review: page events keep the pool's place and are named when moved into history; an
+/// install gives the old layout's pages back and only then moves their events, so they
+/// are named after the new layout's pools (a page of the old second pool is called
+/// "persistent" when the new layout has one pool).
+#[test]
+fn review_pages_given_back_by_an_install_name_the_old_pools() {
+    let Some(client) = fresh() else { return };
+    client.record_history(1000);
+    let handles: Vec<_> = [1000u64, 3 << 20]
+        .into_iter()
+        .map(|size| client.empty(size).unwrap())
+        .collect();
+    let made: Vec<(u64, Option<String>)> = client
+        .history()
+        .into_iter()
+        .filter(|e| e.kind == EventKind::PageMade && e.memory.as_deref() == Some(MAIN_MEMORY))
+        .map(|e| (e.page.unwrap(), e.pool))
+        .collect();
+    drop(handles);
+    let one_pool = wgpu_memory::memory_management::parse_memory_config(
+        "[memory]\npools = [{ type = \"sliced\", page_size = \"64 KiB\", max_slice_size = \"64 KiB\" }]\n",
+    )
+    .unwrap()
+    .pools
+    .unwrap();
+    client.install_memory_pools(&one_pool).unwrap();
+    let released: Vec<(u64, Option<String>)> = client
+        .history()
+        .into_iter()
+        .filter(|e| {
+            e.kind == EventKind::PageReleased && e.memory.as_deref() == Some(MAIN_MEMORY)
+        })
+        .map(|e| (e.page.unwrap(), e.pool))
+        .collect();
+    assert!(!released.is_empty());
+    for (page, pool) in released {
+        let was = made.iter().find(|(p, _)| *p == page).map(|(_, pool)| pool);
+        assert_eq!(Some(&pool), was, "page {page} given back by the install");
+    }
+}
