@@ -172,7 +172,9 @@ impl Client {
         server.record_page_events(&mut history, None);
         let id = handle.map(|handle| handle.memory.descriptor().id.value as u64);
         let placement = handle.and_then(|handle| server.placement(handle));
-        let label = id.and_then(|id| history.label_of(id)).and_then(|(label, _)| label.clone());
+        let label = id
+            .and_then(|id| history.label_of(id))
+            .and_then(|(label, _)| label.clone());
         history.push(kind, bytes, |event| {
             event.id = id;
             event.label = label;
@@ -346,9 +348,7 @@ pub struct LabelScope {
 
 impl core::fmt::Debug for LabelScope {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("LabelScope")
-            .field("id", &self.id)
-            .finish()
+        f.debug_struct("LabelScope").field("id", &self.id).finish()
     }
 }
 

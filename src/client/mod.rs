@@ -504,7 +504,9 @@ impl Client {
         // The install gives every free page back before it swaps the pools; doing that
         // here first, and recording those pages now, names them after the pools that
         // held them.
-        server.main.cleanup(crate::memory_management::Cleanup::Explicit);
+        server
+            .main
+            .cleanup(crate::memory_management::Cleanup::Explicit);
         self.record_pages(&mut server);
         server.install(layout)?;
         let dropped = before.saturating_sub(reserved_bytes(&server.memory_report()));

