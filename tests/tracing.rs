@@ -9,7 +9,11 @@ use std::sync::Arc;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
-use wgpu_memory::{Client, Kernel};
+use wgpu_memory::Kernel;
+
+#[path = "gpu/device.rs"]
+#[allow(dead_code)]
+mod device;
 
 /// One captured event: its message and its other fields, as text.
 #[derive(Debug, Clone)]
@@ -52,19 +56,6 @@ impl<S: tracing::Subscriber> Layer<S> for Capture {
 const FILL: &str = "@group(0) @binding(0) var<storage, read_write> out: array<u32>;
 @compute @workgroup_size(1) fn main() { out[0] = 7u; }";
 
-fn open() -> Option<Client> {
-    match Client::open_default() {
-        Ok(client) => Some(client),
-        Err(error) if std::env::var("CI").is_ok_and(|ci| ci == "true" || ci == "1") => {
-            panic!("CI=true and no GPU adapter: {error}")
-        }
-        Err(error) => {
-            eprintln!("skipping a GPU test: {error}");
-            None
-        }
-    }
-}
-
 /// The events with `message`, each a map of its fields.
 fn named(events: &[Captured], message: &str) -> Vec<BTreeMap<String, String>> {
     events
@@ -79,7 +70,9 @@ fn every_memory_operation_emits_an_event_with_its_fields() {
     let captured = Arc::new(Mutex::new(Vec::new()));
     let subscriber = tracing_subscriber::registry().with(Capture(captured.clone()));
     tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
-    let Some(client) = open() else { return };
+    let Some(client) = device::fresh() else {
+        return;
+    };
 
     let out = client.create(&[0u8; 12_345]).unwrap();
     client

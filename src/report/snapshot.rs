@@ -209,6 +209,20 @@ impl MemorySnapshot {
         self.memories.iter().find(|memory| memory.name == name)
     }
 
+    /// The slice of allocation `id` (a handle's `ManagedMemoryId` value) in any memory, if
+    /// the snapshot lists it.
+    ///
+    /// # Complexity
+    /// O(slices): a walk over every page.
+    pub fn slice(&self, id: u64) -> Option<&SliceSnapshot> {
+        self.memories
+            .iter()
+            .flat_map(|memory| &memory.pools)
+            .flat_map(|pool| &pool.pages)
+            .flat_map(|page| &page.slices)
+            .find(|slice| slice.id == Some(id))
+    }
+
     /// Sums over every memory.
     pub fn totals(&self) -> SnapshotTotals {
         self.memories

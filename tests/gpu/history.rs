@@ -214,12 +214,7 @@ fn a_slice_held_by_a_resource_keeps_its_label_after_the_free() {
     drop(handle);
     let snapshot = client.memory_snapshot();
     let slice = snapshot
-        .memories
-        .iter()
-        .flat_map(|memory| &memory.pools)
-        .flat_map(|pool| &pool.pages)
-        .flat_map(|page| &page.slices)
-        .find(|slice| slice.id == Some(id))
+        .slice(id)
         .expect("the resource keeps the slice live");
     assert!(slice.live);
     let freed = snapshot

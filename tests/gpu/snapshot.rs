@@ -222,12 +222,7 @@ fn a_label_scope_labels_exactly_the_reservations_inside_it() {
     let slice_label = |handle: &wgpu_memory::Handle| {
         let id = handle.memory().descriptor().id.value as u64;
         let slice = snapshot
-            .memories
-            .iter()
-            .flat_map(|memory| &memory.pools)
-            .flat_map(|pool| &pool.pages)
-            .flat_map(|page| &page.slices)
-            .find(|slice| slice.id == Some(id))
+            .slice(id)
             .expect("a live handle is in the snapshot");
         assert!(slice.age_us.is_some());
         slice.label.clone()
