@@ -4,7 +4,8 @@
 //! and dropped. The largest read is 200 * 16 KiB = 3200 KiB (the scenario's "3.2 MiB").
 //! Expect at the end, without an explicit cleanup: staging reserved <= 2 * 3200 KiB +
 //! one page (the largest staging page, which is the largest read: staging pages are
-//! exclusive, one per read), and at most 8 staging pages live.
+//! exclusive, one per read), and at most 8 staging pages live; the same for the upload
+//! staging the creates went through.
 
 use crate::device::{fresh, pattern};
 use wgpu_memory::memory_management::{MemoryPoolReport, MemoryPoolsReport};
@@ -80,6 +81,25 @@ fn c10_staging_bounded_when_reads_grow() {
         pages <= MAX_LIVE_PAGES,
         "{pages} staging pages live > {MAX_LIVE_PAGES} (reserved {reserved} bytes; \
          (pages, reserved) per pool: {summary:?})"
+    );
+    // The same bounds hold for the upload staging every create went through.
+    let upload = report.streams[0]
+        .auxiliary
+        .iter()
+        .find(|memory| memory.name == "upload")
+        .expect("the upload staging memory");
+    let upload_reserved: u64 = pools(&upload.pools)
+        .map(|pool| pool.usage.bytes_reserved)
+        .sum();
+    let upload_pages: u64 = pools(&upload.pools).map(|pool| pool.pages).sum();
+    eprintln!("c10: upload staging reserved {upload_reserved} bytes in {upload_pages} pages");
+    assert!(
+        upload_reserved <= bound,
+        "upload staging reserved {upload_reserved} bytes > {bound} ({upload_pages} pages)"
+    );
+    assert!(
+        upload_pages <= MAX_LIVE_PAGES,
+        "{upload_pages} upload staging pages live > {MAX_LIVE_PAGES}"
     );
     assert!(
         client.uncaptured_errors().is_empty(),
