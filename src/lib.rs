@@ -2,14 +2,16 @@
 //!
 //! # Layers
 //!
-//! Each layer calls only the one below it:
+//! Each layer calls only the ones below it (`tests/layering.rs` checks it):
 //!
-//! - [`client`]: [`Client`], [`Handle`], [`Kernel`]: what an application calls.
+//! - [`client`]: [`Client`], [`Handle`], [`Kernel`]: what an application calls; history,
+//!   label scopes, snapshots and memory records.
 //! - `server`: per device, the main and staging memories and the wgpu work around them.
+//! - [`report`]: views of the memory: text summaries, snapshots, history events, the
+//!   out-of-memory detail, and the data behind `examples/memory_viz`'s pictures.
 //! - [`memory_management`]: pools, layouts, reports, generic over a storage. No wgpu.
 //! - [`storage`]: [`WgpuStorage`](storage::WgpuStorage) (buffers) and
 //!   [`BytesStorage`](storage::BytesStorage) (host memory).
-//! - [`report`]: text views of memory reports.
 #![warn(missing_docs)]
 
 pub mod client;
