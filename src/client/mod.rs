@@ -17,7 +17,7 @@ mod ring;
 
 pub use crate::server::{
     ARENA_BYTES, ClientError, DeviceLostCallback, Handle, HandleResource, Kernel, MAX_BIND_GROUPS,
-    MAX_IN_FLIGHT, MAX_PIPELINES, ReadBytes, SHARED_WRITE, SubmitPolicy,
+    MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes, SHARED_WRITE, SubmitPolicy,
 };
 pub use config::{load_submit_policy, parse_submit_policy};
 pub use memory_history::LabelScope;

@@ -1,6 +1,49 @@
 //! [`Handle`]: one allocation of a client's memory.
 
-use cubecl_runtime::memory_management::{ManagedMemoryBinding, ManagedMemoryHandle};
+use cubecl_runtime::memory_management::{
+    ManagedMemoryBinding, ManagedMemoryHandle, ManagedMemoryId, MemoryLocation,
+};
+use parking_lot::Mutex;
+use std::sync::{Arc, Weak};
+
+/// The most dropped allocations a client queues for release between two reservations;
+/// past it, drops are left to the memory's own sweeps (which find them anyway).
+pub const MAX_QUEUED_RELEASES: usize = 1 << 16;
+
+/// Allocations whose handles' last clone was dropped, for the server to release at its
+/// next reservation (O(1) each). Bounded by [`MAX_QUEUED_RELEASES`].
+pub(crate) type ReleaseQueue = Mutex<Vec<(ManagedMemoryId, MemoryLocation)>>;
+
+/// Shared by every clone of a handle; dropped with the last one, it queues the
+/// allocation for release. Takes only the queue's own lock, so a handle may be dropped
+/// anywhere, even under the client's lock.
+#[derive(Debug)]
+pub(crate) struct DropNotice {
+    pub(crate) queue: Weak<ReleaseQueue>,
+    pub(crate) id: ManagedMemoryId,
+    pub(crate) location: MemoryLocation,
+}
+
+impl DropNotice {
+    pub(crate) fn new(queue: &Arc<ReleaseQueue>, memory: &ManagedMemoryHandle) -> Arc<Self> {
+        Arc::new(DropNotice {
+            queue: Arc::downgrade(queue),
+            id: memory.descriptor().id,
+            location: memory.descriptor().location(),
+        })
+    }
+}
+
+impl Drop for DropNotice {
+    fn drop(&mut self) {
+        if let Some(queue) = self.queue.upgrade() {
+            let mut queue = queue.lock();
+            if queue.len() < MAX_QUEUED_RELEASES {
+                queue.push((self.id, self.location));
+            }
+        }
+    }
+}
 
 /// One allocation: a slice of a page of the client's main memory, `size` bytes long.
 ///
@@ -15,7 +58,10 @@ pub struct Handle {
     pub(crate) owner: u64,
     /// Shared by every clone while the client records history: dropped with the last
     /// clone, it records the allocation's free. `None` when history was off.
-    pub(crate) free_record: Option<std::sync::Arc<super::FreeRecord>>,
+    pub(crate) free_record: Option<Arc<super::FreeRecord>>,
+    /// Shared by every clone: dropped with the last one (after `memory`, fields drop in
+    /// order), it queues the allocation for release.
+    pub(crate) _dropped: Arc<DropNotice>,
 }
 
 impl Handle {

@@ -34,13 +34,14 @@ mod upload_page;
 pub use batch::SubmitPolicy;
 pub use caches::{MAX_BIND_GROUPS, MAX_PIPELINES};
 pub use error::ClientError;
-pub use handle::{Handle, HandleResource};
+pub use handle::{Handle, HandleResource, MAX_QUEUED_RELEASES};
 pub use kernel::Kernel;
 pub use lost::DeviceLostCallback;
 pub use read_bytes::ReadBytes;
 pub use upload::{ARENA_BYTES, MAX_IN_FLIGHT, SHARED_WRITE};
 
 pub(crate) use batch::{Batch, BatchFailure};
+use handle::DropNotice;
 pub(crate) use history::{FreeRecord, History};
 pub(crate) use lost::DeviceLoss;
 pub(crate) use poller::Poller;
@@ -56,6 +57,7 @@ use crate::storage::wgpu_storage::limits::{staging_memory_properties, storage_me
 use batch::PendingWork;
 use caches::{BindGroupKey, CachedPipeline, Lru, PipelineKey};
 use cubecl_environment::stream::StreamId;
+use cubecl_runtime::memory_management::{ManagedMemoryId, MemoryLocation};
 use upload::UploadStaging;
 
 /// The usages of main-memory pages: bound as storage buffers, copied from and into.
@@ -84,6 +86,10 @@ pub(crate) struct Server {
     pub(crate) lost: DeviceLoss,
     /// This server's number, stamped on its handles.
     id: u64,
+    /// Allocations whose handles are all dropped, released at the next reservation.
+    released: std::sync::Arc<handle::ReleaseQueue>,
+    /// The queue's previous buffer, swapped in so draining it allocates nothing.
+    spare_released: Vec<(ManagedMemoryId, MemoryLocation)>,
 }
 
 impl Server {
@@ -117,6 +123,8 @@ impl Server {
             seen_deallocations: 0,
             merge_kernel: transfer::merge_kernel(),
             lost,
+            released: std::sync::Arc::default(),
+            spare_released: Vec::new(),
             id: {
                 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
                 NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -127,6 +135,7 @@ impl Server {
     /// A new handle of `size` bytes in the main memory.
     pub(crate) fn empty(&mut self, size: u64) -> Result<Handle, ClientError> {
         self.check_lost("create")?;
+        self.release_dropped();
         let bind_groups = &mut self.bind_groups;
         let mut idle = pending::IdleStaging {
             staging: &mut self.staging,
@@ -135,11 +144,24 @@ impl Server {
         };
         let memory = self.main.reserve_with(size, &mut idle)?;
         Ok(Handle {
+            _dropped: DropNotice::new(&self.released, &memory),
             memory,
             size,
             owner: self.id,
             free_record: None,
         })
+    }
+
+    /// Releases, O(1) each, the allocations whose handles were all dropped since the last
+    /// call. One still bound by work in flight (or a `HandleResource`) stays; the memory's
+    /// sweeps free it once that binding is gone.
+    fn release_dropped(&mut self) {
+        let mut dropped = std::mem::take(&mut self.spare_released);
+        std::mem::swap(&mut *self.released.lock(), &mut dropped);
+        for (id, location) in dropped.drain(..) {
+            self.main.release(id, location);
+        }
+        self.spare_released = dropped;
     }
 
     /// Where a handle's bytes are.

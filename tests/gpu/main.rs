@@ -24,6 +24,7 @@ mod messages;
 mod ordering_model;
 mod pipelines;
 mod poller;
+mod release;
 mod reports;
 mod roundtrip;
 mod snapshot;
