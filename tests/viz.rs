@@ -15,13 +15,9 @@ use wgpu_memory::report::{
 
 fn live(offset: u64, size: u64, padding: u64, label: &str) -> SliceSnapshot {
     SliceSnapshot {
-        offset,
-        size,
-        padding,
-        live: true,
         id: Some(offset),
-        label: Some(label.to_string()),
         age_us: Some(10),
+        ..SliceSnapshot::live(offset, size, padding).labelled(label)
     }
 }
 
@@ -79,15 +75,7 @@ fn snapshot() -> MemorySnapshot {
                     slices: vec![
                         live(0, 100, 28, "model/weights"),
                         live(128, 200, 56, "model/activations"),
-                        SliceSnapshot {
-                            offset: 384,
-                            size: 640,
-                            padding: 0,
-                            live: false,
-                            id: None,
-                            label: None,
-                            age_us: None,
-                        },
+                        SliceSnapshot::free(384, 640),
                     ],
                 }],
             }],

@@ -137,13 +137,9 @@ impl PageFill {
         rec.next_id += 1;
         let time_us = time_us.clamp(self.made_us + 1, TAKEN_US - 1);
         self.page.slices.push(SliceSnapshot {
-            offset: self.cursor,
-            size,
-            padding: footprint - size,
-            live: true,
             id: Some(id),
-            label: Some(label.to_string()),
             age_us: Some(TAKEN_US - time_us),
+            ..SliceSnapshot::live(self.cursor, size, footprint - size).labelled(label)
         });
         let pool = self.pool.clone();
         let event = rec.event(
@@ -168,15 +164,10 @@ impl PageFill {
     /// The page, with its trailing free range listed as a free slice.
     fn finish(mut self) -> PageSnapshot {
         if self.cursor < self.page.size {
-            self.page.slices.push(SliceSnapshot {
-                offset: self.cursor,
-                size: self.page.size - self.cursor,
-                padding: 0,
-                live: false,
-                id: None,
-                label: None,
-                age_us: None,
-            });
+            self.page.slices.push(SliceSnapshot::free(
+                self.cursor,
+                self.page.size - self.cursor,
+            ));
         }
         self.page
     }

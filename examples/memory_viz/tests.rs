@@ -126,13 +126,10 @@ fn twenty_pages_of_1000_alternating_slices_stay_under_2_mb() {
             size: page.size,
             slices: (0..1000u64)
                 .map(|i| SliceSnapshot {
-                    offset: i * step,
-                    size: step - step / 8,
-                    padding: step / 16,
-                    live: true,
                     id: Some(i),
-                    label: Some(labels[(i % 10) as usize].to_string()),
                     age_us: Some(i),
+                    ..SliceSnapshot::live(i * step, step - step / 8, step / 16)
+                        .labelled(labels[(i % 10) as usize])
                 })
                 .collect(),
         };

@@ -178,13 +178,9 @@ mod tests {
 
     fn slice(offset: u64, size: u64, id: u64) -> SliceSnapshot {
         SliceSnapshot {
-            offset,
-            size,
-            padding: 0,
-            live: true,
             id: Some(id),
-            label: Some(format!("tensor {id}")),
             age_us: Some(id * 1500),
+            ..SliceSnapshot::live(offset, size, 0).labelled(&format!("tensor {id}"))
         }
     }
 

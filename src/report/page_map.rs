@@ -236,15 +236,7 @@ mod tests {
     use crate::report::snapshot::SliceSnapshot;
 
     fn slice(offset: u64, size: u64, padding: u64, label: &str) -> SliceSnapshot {
-        SliceSnapshot {
-            offset,
-            size,
-            padding,
-            live: true,
-            id: None,
-            label: Some(label.to_string()),
-            age_us: None,
-        }
+        SliceSnapshot::live(offset, size, padding).labelled(label)
     }
 
     fn labels() -> TopLabels {

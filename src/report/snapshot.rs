@@ -137,6 +137,36 @@ impl SnapshotTotals {
 }
 
 impl SliceSnapshot {
+    /// A live slice at `offset` of `size` requested bytes and `padding` bytes of
+    /// alignment after them, with no id, label or age yet.
+    pub fn live(offset: u64, size: u64, padding: u64) -> Self {
+        SliceSnapshot {
+            offset,
+            size,
+            padding,
+            live: true,
+            id: None,
+            label: None,
+            age_us: None,
+        }
+    }
+
+    /// A free range of `size` bytes at `offset`.
+    pub fn free(offset: u64, size: u64) -> Self {
+        SliceSnapshot {
+            live: false,
+            ..SliceSnapshot::live(offset, size, 0)
+        }
+    }
+
+    /// This slice with `label`.
+    pub fn labelled(self, label: &str) -> Self {
+        SliceSnapshot {
+            label: Some(label.to_string()),
+            ..self
+        }
+    }
+
     /// The end of its footprint, `offset + size + padding`, or `None` if that overflows `u64`.
     pub fn end(&self) -> Option<u64> {
         self.offset

@@ -237,15 +237,7 @@ mod tests {
     }
 
     fn live(offset: u64, size: u64, label: &str) -> SliceSnapshot {
-        SliceSnapshot {
-            offset,
-            size,
-            padding: 0,
-            live: true,
-            id: None,
-            label: Some(label.to_string()),
-            age_us: None,
-        }
+        SliceSnapshot::live(offset, size, 0).labelled(label)
     }
 
     fn snapshot(history: Vec<HistoryEvent>, slices: Vec<SliceSnapshot>) -> MemorySnapshot {

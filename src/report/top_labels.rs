@@ -240,15 +240,7 @@ mod tests {
             .iter()
             .map(|&(label, size)| {
                 offset += size;
-                SliceSnapshot {
-                    offset: offset - size,
-                    size,
-                    padding: 0,
-                    live: true,
-                    id: None,
-                    label: Some(label.to_string()),
-                    age_us: None,
-                }
+                SliceSnapshot::live(offset - size, size, 0).labelled(label)
             })
             .collect();
         PoolSnapshot {

@@ -93,15 +93,7 @@ fn pool_snapshot(name: String, pool: PoolPages) -> PoolSnapshot {
 /// The live slices of a page (ascending offsets) and, between them, each free range as a
 /// slice with `live: false`, in offset order: together they cover the page once.
 fn with_free_ranges(page_size: u64, live: &[LiveSlice]) -> Vec<SliceSnapshot> {
-    let free = |start: u64, end: u64| SliceSnapshot {
-        offset: start,
-        size: end - start,
-        padding: 0,
-        live: false,
-        id: None,
-        label: None,
-        age_us: None,
-    };
+    let free = |start: u64, end: u64| SliceSnapshot::free(start, end - start);
     let mut slices = Vec::with_capacity(live.len() * 2 + 1);
     let mut covered = 0;
     for slice in live {
@@ -109,13 +101,8 @@ fn with_free_ranges(page_size: u64, live: &[LiveSlice]) -> Vec<SliceSnapshot> {
             slices.push(free(covered, slice.offset));
         }
         slices.push(SliceSnapshot {
-            offset: slice.offset,
-            size: slice.size,
-            padding: slice.padding,
-            live: true,
             id: Some(slice.id),
-            label: None,
-            age_us: None,
+            ..SliceSnapshot::live(slice.offset, slice.size, slice.padding)
         });
         covered = covered.max(slice.offset + slice.size + slice.padding);
     }
