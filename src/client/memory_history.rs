@@ -196,9 +196,9 @@ impl Client {
         }
     }
 
-    /// Records a new handle's reservation (after the pages it made) and gives it the
-    /// record of its free, when history is on. `server` is the locked server.
-    pub(super) fn reserved(&self, server: &mut Server, mut handle: Handle) -> Handle {
+    /// Records a new handle's reservation (after the pages it made) and sets the record
+    /// of its free on its drop notice, when history is on. `server` is the locked server.
+    pub(super) fn reserved(&self, server: &mut Server, handle: Handle) -> Handle {
         let mut history = self.shared.history.lock();
         if !history.on() {
             return handle;
@@ -224,13 +224,14 @@ impl Client {
                 event.offset = Some(placement.offset);
             }
         });
-        handle.free_record = Some(Arc::new(FreeRecord {
+        // A new handle's notice has no record yet: the set cannot fail.
+        let _ = handle.last_drop.free_record.set(FreeRecord {
             history: Arc::downgrade(&self.shared.history),
             bytes: handle.size,
             id,
             label,
             placement,
-        }));
+        });
         handle
     }
 

@@ -312,15 +312,18 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                 outcome = "reserved",
                 "reserve"
             ),
-            Err(error) if error.is_out_of_room() => tracing::warn!(
-                memory = %self.name,
-                size,
-                outcome = %error,
-                bytes_in_use = self.memory_usage().bytes_in_use,
-                bytes_reserved = self.memory_usage().bytes_reserved,
-                largest_free_slice = self.largest_free_slice(),
-                "out of memory"
-            ),
+            Err(error) if error.is_out_of_room() => {
+                let usage = self.memory_usage();
+                tracing::warn!(
+                    memory = %self.name,
+                    size,
+                    outcome = %error,
+                    bytes_in_use = usage.bytes_in_use,
+                    bytes_reserved = usage.bytes_reserved,
+                    largest_free_slice = self.largest_free_slice(),
+                    "out of memory"
+                )
+            }
             Err(error) => tracing::debug!(memory = %self.name, size, outcome = %error, "reserve"),
         }
     }

@@ -4,7 +4,7 @@ use cubecl_runtime::memory_management::{
     ManagedMemoryBinding, ManagedMemoryHandle, ManagedMemoryId, MemoryLocation,
 };
 use parking_lot::Mutex;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 /// The most dropped allocations a client queues for release between two reservations;
 /// past it, drops are left to the memory's own sweeps (which find them anyway).
@@ -14,14 +14,17 @@ pub const MAX_QUEUED_RELEASES: usize = 1 << 16;
 /// next reservation (O(1) each). Bounded by [`MAX_QUEUED_RELEASES`].
 pub(crate) type ReleaseQueue = Mutex<Vec<(ManagedMemoryId, MemoryLocation)>>;
 
-/// Shared by every clone of a handle; dropped with the last one, it queues the
-/// allocation for release. Takes only the queue's own lock, so a handle may be dropped
-/// anywhere, even under the client's lock.
+/// Shared by every clone of a handle; dropped with the last one, it records the
+/// allocation's free in history (when the client set a record) and queues the allocation
+/// for release. Takes only the history's and the queue's own locks, so a handle may be
+/// dropped anywhere, even under the client's lock.
 #[derive(Debug)]
 pub(crate) struct DropNotice {
     pub(crate) queue: Weak<ReleaseQueue>,
     pub(crate) id: ManagedMemoryId,
     pub(crate) location: MemoryLocation,
+    /// Set once, by a client recording history; its drop records the free.
+    pub(crate) free_record: OnceLock<super::FreeRecord>,
 }
 
 impl DropNotice {
@@ -30,6 +33,7 @@ impl DropNotice {
             queue: Arc::downgrade(queue),
             id: memory.descriptor().id,
             location: memory.descriptor().location(),
+            free_record: OnceLock::new(),
         })
     }
 }
@@ -56,12 +60,9 @@ pub struct Handle {
     pub(crate) size: u64,
     /// The number of the client (server) whose memory the slice is in.
     pub(crate) owner: u64,
-    /// Shared by every clone while the client records history: dropped with the last
-    /// clone, it records the allocation's free. `None` when history was off.
-    pub(crate) free_record: Option<Arc<super::FreeRecord>>,
     /// Shared by every clone: dropped with the last one (after `memory`, fields drop in
-    /// order), it queues the allocation for release.
-    pub(crate) _dropped: Arc<DropNotice>,
+    /// order), it records the free and queues the allocation for release.
+    pub(crate) last_drop: Arc<DropNotice>,
 }
 
 impl Handle {

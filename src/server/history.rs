@@ -116,8 +116,8 @@ impl History {
     }
 }
 
-/// Carried by every clone of a handle made while history is on; dropped with the last
-/// clone, it records the allocation's [`EventKind::Free`].
+/// Set on a handle's drop notice when it is made while history is on; dropped with the
+/// handle's last clone, it records the allocation's [`EventKind::Free`].
 #[derive(Debug)]
 pub(crate) struct FreeRecord {
     pub(crate) history: Weak<Mutex<History>>,

@@ -144,11 +144,10 @@ impl Server {
         };
         let memory = self.main.reserve_with(size, &mut idle)?;
         Ok(Handle {
-            _dropped: DropNotice::new(&self.released, &memory),
+            last_drop: DropNotice::new(&self.released, &memory),
             memory,
             size,
             owner: self.id,
-            free_record: None,
         })
     }
 
