@@ -292,3 +292,47 @@ fn pages_given_back_by_an_install_name_the_old_pools() {
         assert_eq!(Some(&pool), was, "page {page} given back by the install");
     }
 }
+
+/// A launch records its kernel, a cleanup the bytes it gave back, and an install the
+/// bytes the old layout's free pages held.
+#[test]
+fn launches_cleanups_and_installs_are_recorded() {
+    let Some(client) = fresh() else { return };
+    client.record_history(1000);
+    const FILL: &str = "@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(1) fn main() { out[0] = 7u; }";
+    let out = client.empty(4).unwrap();
+    client
+        .launch(
+            &wgpu_memory::Kernel::new("fill seven", FILL, "main"),
+            [1, 1, 1],
+            &[&out],
+        )
+        .unwrap();
+    client.sync().unwrap();
+    drop(out);
+    client.cleanup();
+    let scratch = client.empty(3 << 20).unwrap();
+    drop(scratch);
+    let one_pool = wgpu_memory::memory_management::parse_memory_config(
+        "[memory]\npools = [{ type = \"sliced\", page_size = \"64 KiB\", max_slice_size = \"64 KiB\" }]\n",
+    )
+    .unwrap()
+    .pools
+    .unwrap();
+    client.install_memory_pools(&one_pool).unwrap();
+    let events = client.history();
+    let launch = of_kind(&events, EventKind::Launch);
+    assert_eq!(launch.len(), 1);
+    assert_eq!(launch[0].label.as_deref(), Some("fill seven"));
+    let cleanup = of_kind(&events, EventKind::Cleanup);
+    assert_eq!(cleanup.len(), 1);
+    assert!(cleanup[0].bytes > 0, "the cleanup gave pages back");
+    let install = of_kind(&events, EventKind::Install);
+    assert_eq!(install.len(), 1);
+    assert!(
+        install[0].bytes >= 3 << 20,
+        "the install dropped the scratch page: {} bytes",
+        install[0].bytes
+    );
+}
