@@ -21,5 +21,6 @@ mod server;
 pub mod storage;
 
 pub use client::{
-    Client, ClientError, Handle, HandleResource, Kernel, LabelScope, ReadBytes, SubmitPolicy,
+    Client, ClientError, CompactionReport, Handle, HandleResource, Kernel, LabelScope, ReadBytes,
+    SubmitPolicy,
 };

@@ -9,6 +9,7 @@
 
 #[cfg(test)]
 mod batch_tests;
+mod compaction;
 mod config;
 mod memory_history;
 mod mode;
@@ -19,6 +20,7 @@ pub use crate::server::{
     ARENA_BYTES, ClientError, DeviceLostCallback, Handle, HandleResource, Kernel, MAX_BIND_GROUPS,
     MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes, SHARED_WRITE, SubmitPolicy,
 };
+pub use compaction::CompactionReport;
 pub use config::{load_submit_policy, parse_submit_policy};
 pub use memory_history::LabelScope;
 pub use mode::ModeWindow;
@@ -480,7 +482,7 @@ impl Client {
     /// the recorded work cannot be submitted.
     pub fn resource(&self, handle: &Handle) -> Result<HandleResource, ClientError> {
         self.flush()?;
-        self.shared.server.lock().resource(handle)
+        self.shared.server.lock().export(handle)
     }
 
     /// The memory report: the main pools, and the staging memory as the auxiliary memory
@@ -512,20 +514,6 @@ impl Client {
         let dropped = before.saturating_sub(reserved_bytes(&server.memory_report()));
         self.record(EventKind::Install, dropped, |_| {});
         Ok(())
-    }
-
-    /// Gives every page without a live slice back to the driver, in every memory (main,
-    /// readback staging, upload staging). Submits the recorded work first, and lets wgpu
-    /// finish the callbacks that hand staging pages back.
-    pub fn cleanup(&self) {
-        let _ = self.flush();
-        self.poll(wgpu::PollType::Poll);
-        let mut server = self.shared.server.lock();
-        let before = reserved_bytes(&server.memory_report());
-        server.cleanup();
-        let released = before.saturating_sub(reserved_bytes(&server.memory_report()));
-        self.record_pages(&mut server);
-        self.record(EventKind::Cleanup, released, |_| {});
     }
 
     /// Submits the recorded work and waits until everything submitted is done (an

@@ -24,6 +24,7 @@
 pub use cubecl_ir::MemoryDeviceProperties;
 pub use cubecl_runtime::memory_management::*;
 
+mod compaction;
 mod config;
 mod config_error;
 pub mod drop_queue;
@@ -42,6 +43,9 @@ mod pools_config;
 mod taint;
 mod usage;
 
+pub use compaction::{
+    Compaction, DEFAULT_MAX_MOVE_BYTES, MAX_MOVES_PENDING, MakeRoom, NoRoom, RoomFor, SliceMove,
+};
 pub use config::{MemoryPoolOptions, PoolType};
 pub use config_error::PoolConfigError;
 pub use error::{ReserveError, fragmentation, io_error_text};

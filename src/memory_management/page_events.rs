@@ -6,7 +6,7 @@
 //! also emits a `tracing` event for each, with its fields, whether or not it keeps events.
 
 use super::pool::page_map::page_id;
-use crate::storage::{ComputeStorage, StorageHandle, StorageId};
+use crate::storage::{ComputeStorage, CopyStorage, StorageHandle, StorageId};
 use cubecl_runtime::server::IoError;
 use std::collections::{HashMap, VecDeque};
 
@@ -38,6 +38,24 @@ pub enum MemoryEvent {
         /// The page's id.
         page: u64,
         /// The page's size in bytes.
+        bytes: u64,
+    },
+    /// A compaction moved the live slice of allocation `id` in `pool` from `from_page`
+    /// at `from_offset` to `to_page` at `to_offset`; `bytes` is its requested size.
+    Move {
+        /// The pool the slice belongs to (it never leaves it).
+        pool: usize,
+        /// The allocation id (the value of its `ManagedMemoryId`).
+        id: u64,
+        /// The page it left.
+        from_page: u64,
+        /// Its offset in the page it left, in bytes.
+        from_offset: u64,
+        /// The page it moved to.
+        to_page: u64,
+        /// Its offset in the page it moved to, in bytes.
+        to_offset: u64,
+        /// The bytes requested for the allocation (what was copied, before rounding).
         bytes: u64,
     },
     /// A reservation of `bytes` found pool `from` at its cap and was served by pool `to`.
@@ -152,6 +170,12 @@ impl<S: ComputeStorage> ComputeStorage for Observed<'_, S> {
 
     fn bytes_allocated(&self) -> u64 {
         self.storage.bytes_allocated()
+    }
+}
+
+impl<S: CopyStorage> CopyStorage for Observed<'_, S> {
+    fn copy(&mut self, from: &StorageHandle, to: &StorageHandle) -> Result<(), IoError> {
+        self.storage.copy(from, to)
     }
 }
 

@@ -36,11 +36,14 @@ pub enum EventKind {
     Readback,
     /// A kernel was launched (`label` names it).
     Launch,
+    /// A compaction moved the live slice of allocation `id` (`bytes` requested) in `pool`
+    /// from `from_page`/`from_offset` to `page`/`offset`; the label is the allocation's.
+    Move,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [EventKind; 11] = [
+    pub const ALL: [EventKind; 12] = [
         EventKind::Reserve,
         EventKind::Free,
         EventKind::PageMade,
@@ -52,6 +55,7 @@ impl EventKind {
         EventKind::Upload,
         EventKind::Readback,
         EventKind::Launch,
+        EventKind::Move,
     ];
 
     /// A short lowercase name, for legends and logs ("reserve", "page made", ...).
@@ -68,6 +72,7 @@ impl EventKind {
             EventKind::Upload => "upload",
             EventKind::Readback => "readback",
             EventKind::Launch => "launch",
+            EventKind::Move => "move",
         }
     }
 }
@@ -108,6 +113,12 @@ pub struct HistoryEvent {
     /// The caller's backtrace, when backtraces are recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backtrace: Option<String>,
+    /// The page a moved slice left ([`EventKind::Move`]; `page` is where it went).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_page: Option<u64>,
+    /// The offset in bytes a moved slice left in `from_page`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_offset: Option<u64>,
 }
 
 impl HistoryEvent {
@@ -124,6 +135,8 @@ impl HistoryEvent {
             id: None,
             label: None,
             backtrace: None,
+            from_page: None,
+            from_offset: None,
         }
     }
 }

@@ -93,6 +93,9 @@ pub struct HandleResource {
     /// Bytes of the handle (not rounded).
     pub size: u64,
     pub(crate) _binding: ManagedMemoryBinding,
+    /// Keeps the slice from moving while the application holds its address (`None` for
+    /// the server's own short-lived lookups).
+    pub(crate) _pin: Option<super::compaction::PinGuard>,
 }
 
 impl HandleResource {

@@ -226,6 +226,10 @@ fn push_page_event(
     event: MemoryEvent,
     reservation: Option<(u64, Option<&str>)>,
 ) {
+    if let MemoryEvent::Move { .. } = event {
+        push_move(history, name, memory, event);
+        return;
+    }
     let (kind, pool, page, bytes) = match event {
         MemoryEvent::PageMade { pool, page, bytes } => {
             (EventKind::PageMade, pool, Some(page), bytes)
@@ -234,6 +238,7 @@ fn push_page_event(
             (EventKind::PageReleased, pool, Some(page), bytes)
         }
         MemoryEvent::Spill { to, bytes, .. } => (EventKind::Spill, to, None, bytes),
+        MemoryEvent::Move { .. } => return,
     };
     history.push(kind, bytes, |record| {
         record.memory = Some(name.to_string());
@@ -245,5 +250,38 @@ fn push_page_event(
             record.id = Some(id);
             record.label = label.map(str::to_string);
         }
+    });
+}
+
+/// A compaction's move: where the slice went (`page`, `offset`), where it came from, and
+/// the allocation's id and label.
+fn push_move(
+    history: &mut History,
+    name: &str,
+    memory: &MemoryManagement<WgpuStorage>,
+    event: MemoryEvent,
+) {
+    let MemoryEvent::Move {
+        pool,
+        id,
+        from_page,
+        from_offset,
+        to_page,
+        to_offset,
+        bytes,
+    } = event
+    else {
+        return;
+    };
+    let label = history.label_of(id).and_then(|(label, _)| label.clone());
+    history.push(EventKind::Move, bytes, |record| {
+        record.memory = Some(name.to_string());
+        record.pool = Some(pool_at(memory, pool));
+        record.page = Some(to_page);
+        record.offset = Some(to_offset);
+        record.from_page = Some(from_page);
+        record.from_offset = Some(from_offset);
+        record.id = Some(id);
+        record.label = label;
     });
 }

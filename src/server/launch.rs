@@ -134,12 +134,7 @@ impl Server {
         pipeline: &CachedPipeline,
         key: BindGroupKey,
     ) -> Result<wgpu::BindGroup, ClientError> {
-        let deallocations = self.main.storage().deallocations();
-        if deallocations != self.seen_deallocations {
-            // A page went back to wgpu: let go of the bind groups that may hold it.
-            self.bind_groups.clear();
-            self.seen_deallocations = deallocations;
-        }
+        self.forget_given_back_pages();
         if let Some(bind_group) = self.bind_groups.get(&key) {
             return Ok(bind_group);
         }

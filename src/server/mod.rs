@@ -13,6 +13,7 @@
 
 mod batch;
 mod caches;
+mod compaction;
 mod error;
 mod handle;
 mod history;
@@ -90,6 +91,10 @@ pub(crate) struct Server {
     released: std::sync::Arc<handle::ReleaseQueue>,
     /// The queue's previous buffer, swapped in so draining it allocates nothing.
     spare_released: Vec<(ManagedMemoryId, MemoryLocation)>,
+    /// Allocations whose address left the client: they never move.
+    pins: std::sync::Arc<compaction::PinTable>,
+    /// The bound on the bytes one compaction pass moves (0: compaction off).
+    max_move_bytes: u64,
 }
 
 impl Server {
@@ -125,6 +130,8 @@ impl Server {
             lost,
             released: std::sync::Arc::default(),
             spare_released: Vec::new(),
+            pins: std::sync::Arc::default(),
+            max_move_bytes: compaction::default_max_move_bytes(),
             id: {
                 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
                 NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -142,7 +149,15 @@ impl Server {
             upload: &mut self.uploads.memory,
             bind_groups: &mut || bind_groups.clear(),
         };
-        let memory = self.main.reserve_with(size, &mut idle)?;
+        let mut room = compaction::RoomInBatch {
+            pending: &mut self.pending,
+            device: &self.device,
+            pins: &self.pins,
+            max_bytes: self.max_move_bytes,
+        };
+        let memory = self.main.reserve_making_room(size, &mut idle, &mut room);
+        self.forget_given_back_pages();
+        let memory = memory?;
         Ok(Handle {
             last_drop: DropNotice::new(&self.released, &memory),
             memory,
@@ -163,7 +178,8 @@ impl Server {
         self.spare_released = dropped;
     }
 
-    /// Where a handle's bytes are.
+    /// Where a handle's bytes are, for the server's own recording (not pinned: it is
+    /// dropped before the lock is let go).
     pub(crate) fn resource(&mut self, handle: &Handle) -> Result<HandleResource, ClientError> {
         self.check_owner(handle, "using a handle")?;
         let binding = handle.binding();
@@ -173,7 +189,32 @@ impl Server {
             offset: resource.offset,
             size: handle.size,
             _binding: binding,
+            _pin: None,
         })
+    }
+
+    /// Where a handle's bytes are, for the application: the slice is pinned (never moved
+    /// by a compaction) while the resource or a clone of it lives.
+    pub(crate) fn export(&mut self, handle: &Handle) -> Result<HandleResource, ClientError> {
+        let mut resource = self.resource(handle)?;
+        resource._pin = Some(self.pin(handle));
+        Ok(resource)
+    }
+
+    /// Pins `handle`'s allocation until the guard is dropped.
+    pub(crate) fn pin(&self, handle: &Handle) -> compaction::PinGuard {
+        self.pins.pin(handle.memory.descriptor().id)
+    }
+
+    /// Drops the cached bind groups once the main memory gave a page back: each holds
+    /// its pages' buffers (in the group and in its key), which would keep a given-back
+    /// page alive inside wgpu until the cache let go of it.
+    pub(crate) fn forget_given_back_pages(&mut self) {
+        let deallocations = self.main.storage().deallocations();
+        if deallocations != self.seen_deallocations {
+            self.bind_groups.clear();
+            self.seen_deallocations = deallocations;
+        }
     }
 
     /// The main pools, and the readback and upload staging as auxiliary memories.
@@ -218,8 +259,23 @@ impl Server {
         self.main.cleanup(Cleanup::Explicit);
         self.staging.cleanup(Cleanup::Explicit);
         self.uploads.memory.cleanup(Cleanup::Explicit);
+        self.forget_given_back_pages();
         let released = before.saturating_sub(self.reserved_bytes());
         tracing::debug!(bytes_released = released, "cleanup");
+    }
+
+    /// Gives every free page of the main memory back (after a compaction).
+    pub(crate) fn cleanup_main(&mut self) {
+        self.main.cleanup(Cleanup::Explicit);
+        self.forget_given_back_pages();
+    }
+
+    /// Pages the main memory holds.
+    pub(crate) fn main_pages(&self) -> u64 {
+        let report = self.main.memory_report();
+        report.dynamic.iter().map(|pool| pool.pages).sum::<u64>()
+            + report.persistent.pages
+            + report.dedicated.pages
     }
 
     /// Bytes of every page held, in all three memories.
@@ -230,8 +286,12 @@ impl Server {
     }
 
     /// Takes the recorded work out as one batch, or `None` when nothing is recorded.
+    ///
+    /// The ranges that slices moved by a compaction left are released here: the batch
+    /// carries their copies, and whatever is recorded next lands in a later submission.
     pub(crate) fn take_batch(&mut self) -> Option<Batch> {
         self.uploads.close_arena();
+        self.main.release_moved();
         (!self.pending.is_empty()).then(|| self.pending.take())
     }
 

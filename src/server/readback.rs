@@ -41,6 +41,8 @@ pub(crate) struct ReadPlan {
     range: Range<u64>,
     /// (offset in the range, length) of each part, in bytes.
     parts: Vec<(u64, u64)>,
+    /// The parts' allocations stay where they are while the read is in flight.
+    pins: Vec<super::compaction::PinGuard>,
 }
 
 #[derive(Default)]
@@ -59,6 +61,8 @@ pub(crate) struct PendingMap {
     submission: wgpu::SubmissionIndex,
     state: Arc<Mutex<MapState>>,
     started: std::time::Instant,
+    /// Released with the read (see [`ReadPlan`]).
+    _pins: Vec<super::compaction::PinGuard>,
 }
 
 impl ReadPlan {
@@ -92,6 +96,7 @@ impl ReadPlan {
             submission,
             state,
             started: std::time::Instant::now(),
+            _pins: self.pins,
         }
     }
 }
@@ -196,6 +201,10 @@ impl Server {
     ) -> Result<Option<ReadPlan>, ClientError> {
         self.check_lost("read")?;
         self.check_claims(parts)?;
+        let pins = parts
+            .iter()
+            .map(|(handle, _, _)| self.pin(handle))
+            .collect();
         let resources = parts
             .iter()
             .map(|(handle, _, _)| self.resource(handle))
@@ -240,6 +249,7 @@ impl Server {
             buffer: target.buffer,
             range: target.offset..target.offset + total,
             parts,
+            pins,
         }))
     }
 

@@ -14,13 +14,18 @@
 //! driver error it caught. Sizes, alignment and binding limits are checked above it, in
 //! `memory_management`, the layer above.
 //!
+//! A storage that also implements [`CopyStorage`] lets the memory move live slices
+//! between its pages (compaction).
+//!
 //! - [`WgpuStorage`]: one `wgpu::Buffer` per page.
 //! - [`BytesStorage`]: host memory with the same contract, for unit tests, property tests
 //!   and benchmarks of the allocator alone.
 
 mod bytes;
+mod copy;
 pub mod wgpu_storage;
 
 pub use bytes::{BytesResource, BytesStorage};
+pub use copy::CopyStorage;
 pub use cubecl_runtime::storage::{ComputeStorage, StorageHandle, StorageId, StorageUtilization};
 pub use wgpu_storage::{WgpuResource, WgpuStorage};

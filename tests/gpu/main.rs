@@ -9,6 +9,7 @@ mod cases;
 #[path = "../../examples/matmul/chain.rs"]
 #[allow(dead_code)]
 mod chain;
+mod compaction;
 mod device;
 mod device_loss;
 mod failures;

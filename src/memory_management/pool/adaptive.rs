@@ -36,10 +36,13 @@
 //! tier whenever an allocation fits it poorly strands the allocations of the tier it
 //! replaced.
 
+use super::evacuate::{self, PageCensus, Pinned, Relocated};
 use super::pages::{MAX_PAGES, Search, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
 use super::{GrowError, PoolStats, align_down, align_up};
+use crate::memory_management::placement::BlockId;
 use crate::storage::ComputeStorage;
+use crate::storage::CopyStorage;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
 use cubecl_runtime::server::IoError;
 
@@ -339,6 +342,83 @@ impl AdaptivePool {
             }
         };
         self.band_mut(band).current = Some(index);
+    }
+
+    /// Empties pages into the holes of each band's current tier, moving at most
+    /// `max_bytes` and emptying at most `max_pages` pages: the pages of outdated tiers
+    /// first (they serve nothing new), then the sparsest pages of the current tier. With
+    /// `only` set to a size, only that size's band and its current tier are compacted (a
+    /// reservation making room; emptying an outdated page gives it none).
+    pub(crate) fn compact<S: CopyStorage>(
+        &mut self,
+        storage: &mut S,
+        max_bytes: u64,
+        max_pages: usize,
+        only: Option<u64>,
+        pinned: Pinned<'_>,
+    ) -> Vec<Relocated> {
+        self.sweep(storage, Sweep::All);
+        let census = evacuate::census(&self.slices, pinned);
+        let only_band = only.map(|size| self.band_of(self.effective(size)));
+        let mut moved = Vec::new();
+        for band in 0..self.bands.len() {
+            let Some(dest) = self.current_tier(band) else {
+                continue;
+            };
+            if only_band.is_some_and(|only| only != band) {
+                continue;
+            }
+            let tier_of = |census: &PageCensus| self.tiers[census.tier as usize].as_ref();
+            let outdated = census.iter().filter(|page| {
+                only.is_none()
+                    && tier_of(page).is_some_and(|tier| tier.band == band && tier.outdated)
+            });
+            let current = census.iter().filter(|page| page.tier as usize == dest);
+            let candidates: Vec<PageCensus> = outdated.chain(current).cloned().collect();
+            let spent: u64 = moved.iter().map(|m: &Relocated| m.from.size()).sum();
+            let mut pages: Vec<Option<&mut SlicedPages>> = self
+                .tiers
+                .iter_mut()
+                .map(|tier| tier.as_mut().map(|tier| &mut tier.pages))
+                .collect();
+            let budget = max_bytes.saturating_sub(spent);
+            let planned = evacuate::plan(&mut pages, &candidates, dest as u32, budget, max_pages);
+            let tiers = &mut self.tiers;
+            moved.extend(evacuate::commit(
+                &mut self.slices,
+                storage,
+                planned,
+                |tier, block| {
+                    if let Some(tier) = tiers[tier as usize].as_mut() {
+                        tier.pages.free(block);
+                    }
+                },
+            ));
+        }
+        moved
+    }
+
+    /// Frees a block a moved slice left in `tier` (its copy can no longer be overtaken).
+    pub(crate) fn free_moved(&mut self, tier: u32, block: BlockId) {
+        if let Some(tier) = self.tiers.get_mut(tier as usize).and_then(Option::as_mut) {
+            tier.pages.free(block);
+        }
+    }
+
+    /// Whether gathering the free bytes of the current tier of `size`'s band could make
+    /// room for it: they add up to it, a page of the tier holds it, and the tier has two
+    /// pages to move between.
+    pub(crate) fn could_gather(&self, size: u64) -> bool {
+        let effective = self.effective(size);
+        let Some(tier) = self
+            .current_tier(self.band_of(effective))
+            .and_then(|index| self.tiers[index].as_ref())
+        else {
+            return false;
+        };
+        tier.pages.count() >= 2
+            && effective <= tier.pages.page_size()
+            && tier.pages.free_bytes() >= effective
     }
 
     /// Frees the slices of dropped handles; outdated tiers give back pages as they empty.

@@ -9,6 +9,7 @@
 //! hold (`report`). The manager only routes between them.
 
 pub(crate) mod adaptive;
+pub(crate) mod evacuate;
 pub(crate) mod page_map;
 pub(crate) mod pages;
 pub(crate) mod sliced;
@@ -16,10 +17,12 @@ pub(crate) mod slices;
 pub(crate) mod solo_pages;
 pub(crate) mod whole_page;
 
-use crate::storage::ComputeStorage;
+use crate::memory_management::placement::BlockId;
+use crate::storage::{ComputeStorage, CopyStorage};
 use adaptive::AdaptivePool;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolReport};
 use cubecl_runtime::server::IoError;
+use evacuate::{Pinned, Relocated};
 use sliced::SlicedPool;
 use slices::{SliceTable, Sweep};
 use whole_page::WholePagePool;
@@ -167,6 +170,44 @@ impl DynamicPool {
             DynamicPool::Sliced(pool) => pool.release_free_pages(storage),
             DynamicPool::WholePage(pool) => pool.release_free_pages(storage, now),
             DynamicPool::Adaptive(pool) => pool.release_free_pages(storage),
+        }
+    }
+
+    /// Moves live slices out of sparse pages (see [`evacuate`]); whole-page pools have
+    /// nothing to gather and move nothing. `only` restricts an adaptive pool to the band
+    /// of that size.
+    pub(crate) fn compact<S: CopyStorage>(
+        &mut self,
+        storage: &mut S,
+        max_bytes: u64,
+        max_pages: usize,
+        only: Option<u64>,
+        pinned: Pinned<'_>,
+    ) -> Vec<Relocated> {
+        match self {
+            DynamicPool::Sliced(pool) => pool.compact(storage, max_bytes, max_pages, pinned),
+            DynamicPool::Adaptive(pool) => {
+                pool.compact(storage, max_bytes, max_pages, only, pinned)
+            }
+            DynamicPool::WholePage(_) => Vec::new(),
+        }
+    }
+
+    /// Frees the block a moved slice left in `tier`.
+    pub(crate) fn free_moved(&mut self, tier: u32, block: BlockId) {
+        match self {
+            DynamicPool::Sliced(pool) => pool.free_moved(block),
+            DynamicPool::Adaptive(pool) => pool.free_moved(tier, block),
+            DynamicPool::WholePage(_) => {}
+        }
+    }
+
+    /// Whether moving slices could make room for `size` bytes without a new page.
+    pub(crate) fn could_gather(&self, size: u64) -> bool {
+        match self {
+            DynamicPool::Sliced(pool) => pool.could_gather(size),
+            DynamicPool::Adaptive(pool) => pool.could_gather(size),
+            DynamicPool::WholePage(_) => false,
         }
     }
 

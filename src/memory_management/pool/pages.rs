@@ -107,6 +107,34 @@ impl SlicedPages {
         })
     }
 
+    /// A slice of `size` bytes in a page `avoid` does not name, searching every fitting
+    /// block (a compaction's destination: it must not land in a page being emptied).
+    ///
+    /// Blocks found in avoided pages are held while the search goes on, then given back,
+    /// so each is looked at once: the work is bounded by the free blocks of those pages.
+    pub(crate) fn place_avoiding(
+        &mut self,
+        size: u64,
+        avoid: impl Fn(u32) -> bool,
+    ) -> Option<Placement> {
+        let mut passed = Vec::new();
+        let found = loop {
+            match self.place(size, Search::Thorough) {
+                Some(placed) if avoid(placed.page) => passed.push(placed.block),
+                other => break other,
+            }
+        };
+        for block in passed {
+            self.placement.free(block);
+        }
+        found
+    }
+
+    /// Free bytes of every page, in bytes (the holes a compaction could gather).
+    pub(crate) fn free_bytes(&self) -> u64 {
+        self.placement.free_bytes()
+    }
+
     /// Whether placing `size` bytes now should wait for a [`Sweep::Poll`]: free space is
     /// scarce (less than [`SCARCE_FREE`] of the pages is known to be free) and no free
     /// block fits the aligned size closely (a block of the request's own size class, at

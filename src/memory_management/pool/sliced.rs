@@ -1,9 +1,12 @@
 //! A sliced pool: pages of one size carved into slices, optionally capped.
 
+use super::evacuate::{self, Pinned, Relocated};
 use super::pages::{MAX_PAGES, Search, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
 use super::{GrowError, PoolStats, align_down, align_up};
+use crate::memory_management::placement::BlockId;
 use crate::storage::ComputeStorage;
+use crate::storage::CopyStorage;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
 
 /// A pool of equal pages.
@@ -137,6 +140,40 @@ impl SlicedPool {
         // An empty page holds any accepted size.
         self.place(size, Search::Quick)
             .ok_or(GrowError::TooManyPages { limit: MAX_PAGES })
+    }
+
+    /// Empties the sparsest unpinned pages into the holes of the others, moving at most
+    /// `max_bytes` and emptying at most `max_pages` pages (see [`evacuate`]).
+    pub(crate) fn compact<S: CopyStorage>(
+        &mut self,
+        storage: &mut S,
+        max_bytes: u64,
+        max_pages: usize,
+        pinned: Pinned<'_>,
+    ) -> Vec<Relocated> {
+        self.sweep(Sweep::All);
+        let candidates = evacuate::census(&self.slices, pinned);
+        let mut pages = [Some(&mut self.pages)];
+        let planned = evacuate::plan(&mut pages, &candidates, 0, max_bytes, max_pages);
+        let pages = &mut self.pages;
+        evacuate::commit(&mut self.slices, storage, planned, |_, block| {
+            pages.free(block)
+        })
+    }
+
+    /// Frees a block a moved slice left (its copy can no longer be overtaken).
+    pub(crate) fn free_moved(&mut self, block: BlockId) {
+        self.pages.free(block);
+    }
+
+    /// Whether gathering the free bytes of this pool's pages could make room for `size`
+    /// bytes: they add up to it, a page could hold it, and there are two pages to move
+    /// between.
+    pub(crate) fn could_gather(&self, size: u64) -> bool {
+        let effective = self.pages.effective(size);
+        self.pages.count() >= 2
+            && effective <= self.pages.page_size()
+            && self.pages.free_bytes() >= effective
     }
 
     pub(crate) fn sweep(&mut self, sweep: Sweep) {

@@ -27,7 +27,7 @@ use crate::memory_management::taint::Taint;
 use crate::memory_management::usage::SliceSums;
 use crate::storage::StorageHandle;
 use cubecl_runtime::memory_management::{
-    ManagedMemoryBinding, ManagedMemoryHandle, ManagedMemoryId, MemoryLocation,
+    ManagedMemoryBinding, ManagedMemoryHandle, ManagedMemoryId, MemoryLocation, WeakMemoryBinding,
 };
 use cubecl_runtime::server::IoError;
 
@@ -318,6 +318,75 @@ impl SliceTable {
             slice.cursor = cursor;
         }
         Ok(())
+    }
+
+    /// The live slices with their slot index and allocation id, for a compaction's
+    /// census: `(slot, id, slice)` of every slice some handle or binding still holds.
+    pub(crate) fn live_slots(&self) -> impl Iterator<Item = (u32, ManagedMemoryId, &Slice)> + '_ {
+        self.handles
+            .iter()
+            .zip(&self.slots)
+            .enumerate()
+            .filter_map(|(index, pair)| match pair {
+                (Some(handle), Some(slice)) if !handle.is_free() => {
+                    Some((index as u32, handle.descriptor().id, slice))
+                }
+                _ => None,
+            })
+    }
+
+    /// A weak binding of the allocation in slot `slot` (a dangling one for an empty slot).
+    pub(crate) fn weak_binding(&self, slot: u32) -> WeakMemoryBinding {
+        match self.handles.get(slot as usize).and_then(Option::as_ref) {
+            Some(handle) => handle.clone().binding().downgrade(),
+            None => ManagedMemoryHandle::new().binding().downgrade(),
+        }
+    }
+
+    /// Moves the live slice in slot `slot` to `placed` (in `tier`), keeping its slot, id,
+    /// size, cursor and taint: every handle and binding of the allocation follows it, as
+    /// lookups go through the slot. Updates the page the handle's location names. Returns
+    /// the allocation's id and the slice as it was (its old storage range, page, tier and
+    /// block), or `None` for an empty slot.
+    pub(crate) fn relocate(
+        &mut self,
+        slot: u32,
+        placed: Placement,
+        tier: u32,
+    ) -> Option<(ManagedMemoryId, Slice)> {
+        let index = slot as usize;
+        let handle = self.handles.get(index)?.as_ref()?;
+        let slice = self.slots.get_mut(index)?.as_mut()?;
+        let moved = Slice {
+            storage: placed.storage,
+            padding: placed.padding,
+            cursor: slice.cursor,
+            page: placed.page,
+            block: Some(placed.block),
+            tier,
+            taint: std::mem::take(&mut slice.taint),
+        };
+        handle
+            .descriptor()
+            .update_page(placed.page.min(u16::MAX as u32) as u16);
+        Some((handle.descriptor().id, std::mem::replace(slice, moved)))
+    }
+
+    /// Puts back a slice [`relocate`](Self::relocate) moved (its copy was refused), with
+    /// the taint it carries now. Returns whether the slot was live.
+    pub(crate) fn restore(&mut self, slot: u32, mut old: Slice) -> bool {
+        let index = slot as usize;
+        let (Some(Some(handle)), Some(Some(slice))) =
+            (self.handles.get(index), self.slots.get_mut(index))
+        else {
+            return false;
+        };
+        old.taint = std::mem::take(&mut slice.taint);
+        handle
+            .descriptor()
+            .update_page(old.page.min(u16::MAX as u32) as u16);
+        *slice = old;
+        true
     }
 
     /// Uncounts in `graph` the failures of slices released since the last call.

@@ -1,7 +1,10 @@
 //! [`WgpuStorage`]: one `wgpu::Buffer` per page.
 
+mod copies;
 pub mod error;
 pub mod limits;
+
+pub use copies::PendingCopy;
 
 use super::{ComputeStorage, StorageHandle, StorageId, StorageUtilization};
 use cubecl_runtime::server::IoError;
@@ -30,6 +33,8 @@ pub struct WgpuStorage {
     allocated: u64,
     mapped_at_creation: bool,
     deallocations: u64,
+    /// Copies a compaction asked for, until the owner takes them.
+    copies: Vec<PendingCopy>,
 }
 
 /// The resource behind a storage handle: the page's buffer and the slice's range in it.
@@ -76,6 +81,7 @@ impl WgpuStorage {
             allocated: 0,
             mapped_at_creation: false,
             deallocations: 0,
+            copies: Vec::new(),
         }
     }
 

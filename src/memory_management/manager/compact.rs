@@ -1,0 +1,163 @@
+//! Compaction: live slices move between pages of their pool so that free bytes come
+//! together and pages empty (the steps are in `pool::evacuate`).
+
+use super::super::compaction::{Compaction, MAX_MOVES_PENDING, SliceMove};
+use super::super::page_events::{MemoryEvent, Observed};
+use super::super::pool::evacuate::Relocated;
+use super::super::pool::page_map::page_id;
+use super::MemoryManagement;
+use crate::storage::{ComputeStorage, CopyStorage};
+use cubecl_runtime::memory_management::ManagedMemoryId;
+
+/// A range a moved slice left, still allocated until the owner releases it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Left {
+    position: usize,
+    tier: u32,
+    block: crate::memory_management::placement::BlockId,
+    bytes: u64,
+}
+
+impl<S: CopyStorage> MemoryManagement<S> {
+    /// Moves live slices of every dynamic pool out of their sparsest pages into the
+    /// holes of fuller pages, so that those pages empty and free bytes come together.
+    /// Slices `pinned` names stay, and so does every slice of their page. At most
+    /// `max_bytes` (requested sizes) move in this pass. Pages it empties hold only the
+    /// ranges their slices left, so they are given back by the first
+    /// [`cleanup`](Self::cleanup) after [`release_moved`](Self::release_moved).
+    ///
+    /// Usage stays exact: a moved slice keeps its requested size and padding, and the
+    /// ranges slices left count as neither in use nor free until released.
+    ///
+    /// # Complexity
+    /// O(live slices) for the census of each pool, plus one thorough placement per
+    /// moved slice.
+    pub fn compact(
+        &mut self,
+        max_bytes: u64,
+        pinned: &dyn Fn(ManagedMemoryId) -> bool,
+    ) -> Compaction {
+        let mut done = Compaction::default();
+        for position in 0..self.dynamic.len() {
+            let budget = max_bytes.saturating_sub(done.bytes_moved);
+            done.extend(self.compact_pool(position, budget, usize::MAX, None, pinned));
+        }
+        done
+    }
+
+    /// Moves slices to make room for one reservation of `size` bytes: in the first
+    /// accepting pool that [could gather](Self::could_gather) it, empties at most one
+    /// page of the tier that serves the size, moving at most `max_bytes`.
+    pub fn compact_for(
+        &mut self,
+        size: u64,
+        max_bytes: u64,
+        pinned: &dyn Fn(ManagedMemoryId) -> bool,
+    ) -> Compaction {
+        let found = self
+            .dynamic
+            .iter()
+            .position(|pool| pool.accept(size) && pool.could_gather(size));
+        match found {
+            Some(position) => self.compact_pool(position, max_bytes, 1, Some(size), pinned),
+            None => Compaction::default(),
+        }
+    }
+
+    fn compact_pool(
+        &mut self,
+        position: usize,
+        max_bytes: u64,
+        max_pages: usize,
+        only: Option<u64>,
+        pinned: &dyn Fn(ManagedMemoryId) -> bool,
+    ) -> Compaction {
+        if self.moved.len() >= MAX_MOVES_PENDING || max_bytes == 0 {
+            return Compaction::default();
+        }
+        let mut storage = Observed {
+            storage: &mut self.storage,
+            log: &mut self.log,
+            pool: position,
+        };
+        let relocated =
+            self.dynamic[position].compact(&mut storage, max_bytes, max_pages, only, pinned);
+        let mut done = Compaction::default();
+        for moved in relocated {
+            done.bytes_moved += moved.from.size();
+            done.moves.push(self.note_move(position, moved));
+        }
+        done
+    }
+
+    /// Keeps the range a slice left for [`release_moved`](Self::release_moved), and logs
+    /// and traces the move.
+    fn note_move(&mut self, position: usize, moved: Relocated) -> SliceMove {
+        let Relocated {
+            slot,
+            id,
+            from,
+            to,
+            left,
+        } = moved;
+        let bytes = from.size();
+        self.moved.push(Left {
+            position,
+            tier: left.0,
+            block: left.1,
+            bytes,
+        });
+        let record = SliceMove {
+            id,
+            binding: self.dynamic[position].slices().weak_binding(slot),
+            pool: position,
+            from: (page_id(&from.id), from.offset()),
+            to: (page_id(&to.id), to.offset()),
+            bytes,
+        };
+        tracing::debug!(
+            memory = %self.name,
+            pool = position,
+            id = id.value as u64,
+            from_page = record.from.0,
+            from_offset = record.from.1,
+            to_page = record.to.0,
+            to_offset = record.to.1,
+            bytes,
+            "move"
+        );
+        self.log.push(MemoryEvent::Move {
+            pool: position,
+            id: id.value as u64,
+            from_page: record.from.0,
+            from_offset: record.from.1,
+            to_page: record.to.0,
+            to_offset: record.to.1,
+            bytes,
+        });
+        record
+    }
+}
+
+impl<S: ComputeStorage> MemoryManagement<S> {
+    /// Frees every range that slices moved by a compaction left, and returns their bytes
+    /// (requested sizes). The owner calls it once no later work can overtake the copies:
+    /// on a device queue, once the copies are recorded ahead of every later use of those
+    /// bytes. Until then the ranges stay reserved (a page they lie in is not given back).
+    pub fn release_moved(&mut self) -> u64 {
+        let mut bytes = 0;
+        for left in std::mem::take(&mut self.moved) {
+            if let Some(pool) = self.dynamic.get_mut(left.position) {
+                pool.free_moved(left.tier, left.block);
+                bytes += left.bytes;
+            }
+        }
+        bytes
+    }
+
+    /// Bytes (requested sizes) of the ranges moved slices left that wait for
+    /// [`release_moved`](Self::release_moved).
+    pub fn bytes_moved_pending(&self) -> u64 {
+        self.moved.iter().map(|left| left.bytes).sum()
+    }
+}

@@ -1,0 +1,193 @@
+//! Evacuation: emptying sparse pages by moving their live slices into the holes of
+//! fuller pages of the same pool.
+//!
+//! A pool that served many sizes over time ends with free bytes scattered between live
+//! slices: reserved, yet too fragmented to serve a request or to give a page back. No
+//! placement policy prevents that once allocations outlive their neighbours. Because a
+//! handle names its slice by slot (not by address), a slice can move: its bytes are
+//! copied to a new block and the slot points there, so every handle and binding follows.
+//!
+//! A pass works page by page, sparsest first:
+//!
+//! 1. **Census.** Every live slice is counted against its page: live bytes, and whether
+//!    any slice of the page is pinned (its owner holds the page's address, or a read of it
+//!    is in flight). Pinned pages and empty pages are never candidates.
+//! 2. **Plan.** For each candidate in turn, every slice of it is placed (largest first)
+//!    in a page of the destination tier that is not itself being emptied; a page that
+//!    took moved slices is no longer a candidate. If one slice
+//!    finds no room, the candidate's placements are undone and it is skipped: a page half
+//!    emptied gives nothing back and costs the copies. The pass stops at the byte bound.
+//! 3. **Commit.** Each planned slice is relocated in the slice table and its bytes copied
+//!    through the storage. The old block stays allocated: it is handed back to the caller,
+//!    who frees it once the copy can no longer be overtaken (see
+//!    [`MemoryManagement::release_moved`](crate::memory_management::MemoryManagement::release_moved)).
+//!
+//! Cost: the census is O(live slices); each placement is a thorough TLSF search.
+//! Moves only go between pages, never inside one (wgpu forbids a copy whose source and
+//! destination are one buffer).
+
+use super::pages::{Placement, SlicedPages};
+use super::slices::SliceTable;
+use crate::memory_management::placement::BlockId;
+use crate::storage::{CopyStorage, StorageHandle};
+use cubecl_runtime::memory_management::ManagedMemoryId;
+use std::collections::BTreeMap;
+
+/// Whether an allocation must stay where it is.
+pub(crate) type Pinned<'a> = &'a dyn Fn(ManagedMemoryId) -> bool;
+
+/// What one page holds, for choosing what to empty.
+#[derive(Debug, Clone)]
+pub(crate) struct PageCensus {
+    pub(crate) tier: u32,
+    pub(crate) page: u32,
+    /// Bytes its live slices occupy (requested plus padding).
+    pub(crate) live: u64,
+    /// Its live slices: slot and requested size.
+    slots: Vec<(u32, u64, u64)>,
+}
+
+/// Counts the live slices of `slices` per page; pages holding a pinned slice are left
+/// out, as are pages without live slices (a cleanup gives those back as they are).
+pub(crate) fn census(slices: &SliceTable, pinned: Pinned<'_>) -> Vec<PageCensus> {
+    let mut pages: BTreeMap<(u32, u32), (PageCensus, bool)> = BTreeMap::new();
+    for (slot, id, slice) in slices.live_slots() {
+        let entry = pages.entry((slice.tier, slice.page)).or_insert_with(|| {
+            let census = PageCensus {
+                tier: slice.tier,
+                page: slice.page,
+                live: 0,
+                slots: Vec::new(),
+            };
+            (census, false)
+        });
+        let size = slice.storage.size();
+        entry.0.live += size + slice.padding;
+        entry.0.slots.push((slot, size, size + slice.padding));
+        entry.1 |= pinned(id);
+    }
+    let mut free: Vec<PageCensus> = pages
+        .into_values()
+        .filter(|(_, pinned)| !pinned)
+        .map(|(census, _)| census)
+        .collect();
+    free.sort_by_key(|census| (census.live, census.tier, census.page));
+    free
+}
+
+/// One slice to move: its slot, where it goes, and the tier of the destination.
+#[derive(Debug)]
+pub(crate) struct Planned {
+    slot: u32,
+    to: Placement,
+    tier: u32,
+}
+
+/// Plans the emptying of `candidates`, in order, into tier `dest` (`pages` is indexed
+/// by tier). Stops once `max_bytes` would be passed or `max_pages` pages are planned
+/// empty. Destination blocks are taken in `pages` as planned.
+pub(crate) fn plan(
+    pages: &mut [Option<&mut SlicedPages>],
+    candidates: &[PageCensus],
+    dest: u32,
+    max_bytes: u64,
+    max_pages: usize,
+) -> Vec<Planned> {
+    let mut planned = Vec::new();
+    let mut emptied: Vec<(u32, u32)> = Vec::new();
+    // Pages that took moved slices hold more than their census says: never emptied.
+    let mut received: Vec<u32> = Vec::new();
+    let mut bytes = 0u64;
+    let Some(Some(target)) = pages.get_mut(dest as usize) else {
+        return planned;
+    };
+    for candidate in candidates {
+        if emptied.len() >= max_pages {
+            break;
+        }
+        if bytes.saturating_add(candidate.live) > max_bytes
+            || (candidate.tier == dest && received.contains(&candidate.page))
+        {
+            continue;
+        }
+        let mut order = candidate.slots.clone();
+        order.sort_by_key(|&(_, _, effective)| std::cmp::Reverse(effective));
+        let avoid = |page: u32| {
+            (candidate.tier == dest && page == candidate.page) || emptied.contains(&(dest, page))
+        };
+        let mut placed = Vec::with_capacity(order.len());
+        for &(slot, size, _) in &order {
+            match target.place_avoiding(size, avoid) {
+                Some(to) => placed.push(Planned {
+                    slot,
+                    to,
+                    tier: dest,
+                }),
+                None => break,
+            }
+        }
+        if placed.len() < order.len() {
+            for undo in placed {
+                target.free(undo.to.block);
+            }
+            continue;
+        }
+        bytes += candidate.live;
+        emptied.push((candidate.tier, candidate.page));
+        for moved in &placed {
+            if !received.contains(&moved.to.page) {
+                received.push(moved.to.page);
+            }
+        }
+        planned.extend(placed);
+    }
+    planned
+}
+
+/// A slice that moved: where from, where to.
+#[derive(Debug, Clone)]
+pub(crate) struct Relocated {
+    pub(crate) slot: u32,
+    pub(crate) id: ManagedMemoryId,
+    pub(crate) from: StorageHandle,
+    pub(crate) to: StorageHandle,
+    /// The tier and block the slice left: still allocated, for the caller to free.
+    pub(crate) left: (u32, BlockId),
+}
+
+/// Relocates each planned slice in `slices` and copies its bytes through `storage`.
+/// A copy the storage refuses leaves that slice where it was and frees its destination
+/// through `free_block` (tier, block).
+pub(crate) fn commit<S: CopyStorage>(
+    slices: &mut SliceTable,
+    storage: &mut S,
+    planned: Vec<Planned>,
+    mut free_block: impl FnMut(u32, BlockId),
+) -> Vec<Relocated> {
+    let mut moved = Vec::with_capacity(planned.len());
+    for Planned { slot, to, tier } in planned {
+        let (to_storage, to_block) = (to.storage.clone(), to.block);
+        let Some((id, old)) = slices.relocate(slot, to, tier) else {
+            free_block(tier, to_block);
+            continue;
+        };
+        let Some(old_block) = old.block else {
+            unreachable!("a sliced page's slice has a block");
+        };
+        if let Err(error) = storage.copy(&old.storage, &to_storage) {
+            tracing::warn!(%error, "compaction: the storage refused a copy; the slice stays");
+            let back = slices.restore(slot, old);
+            free_block(tier, to_block);
+            debug_assert!(back);
+            continue;
+        }
+        moved.push(Relocated {
+            slot,
+            id,
+            from: old.storage,
+            to: to_storage,
+            left: (old.tier, old_block),
+        });
+    }
+    moved
+}

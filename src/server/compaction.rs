@@ -1,0 +1,184 @@
+//! Compaction on the device: which slices may move, and how their copies join the batch.
+//!
+//! The memory layer plans the moves; here they become GPU copies in the pending batch,
+//! in order with every launch, upload and read recorded before and after them:
+//!
+//! 1. A slice whose address left the client is **pinned**: a [`HandleResource`] the
+//!    application holds (its buffer and offset may sit in the application's own bind
+//!    groups and encoders), or a read in flight. Every slice of a page holding a pinned
+//!    slice stays.
+//! 2. The memory moves the rest and queues one copy per moved slice in the storage; the
+//!    server records them into the pending encoder at once, before anything else, and
+//!    notes each destination as an output of the batch (should wgpu refuse the batch,
+//!    the moved bytes are claimed instead of read as garbage).
+//! 3. The ranges the slices left stay reserved until the batch that reads them is taken
+//!    for submission ([`Server::take_batch`]): work recorded later lands in a later
+//!    submission, so it cannot overtake the copies. A reservation that compacted to make
+//!    room releases them at once instead: the reservation's own uses are recorded after
+//!    the copies in the same encoder, and an export through `Client::resource` submits
+//!    that encoder first.
+//! 4. Launches resolve their bindings when they are recorded, so a launch recorded after
+//!    a move binds the slice where it is now; one recorded before bound where it was and
+//!    runs before the copy.
+//!
+//! [`HandleResource`]: super::HandleResource
+
+use super::Server;
+use super::batch::PendingWork;
+use crate::memory_management::{
+    Compaction, DEFAULT_MAX_MOVE_BYTES, MakeRoom, ManagedMemoryId, MemoryManagement, RoomFor,
+};
+use crate::storage::WgpuStorage;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Pins held per allocation. Entries whose count fell to zero are pruned once the table
+/// passes [`PRUNE_AT`] entries, so it holds about as many entries as allocations pinned
+/// at once.
+#[derive(Debug, Default)]
+pub(crate) struct PinTable {
+    counts: Mutex<HashMap<ManagedMemoryId, u32>>,
+}
+
+/// Entries past which the pin table drops the ones at zero.
+const PRUNE_AT: usize = 4096;
+
+impl PinTable {
+    /// Pins `id` until the returned guard (and every clone of it) is dropped.
+    pub(crate) fn pin(self: &Arc<Self>, id: ManagedMemoryId) -> PinGuard {
+        let mut counts = self.counts.lock();
+        if counts.len() >= PRUNE_AT {
+            counts.retain(|_, count| *count > 0);
+        }
+        *counts.entry(id).or_insert(0) += 1;
+        PinGuard {
+            table: self.clone(),
+            id,
+        }
+    }
+
+    /// A snapshot of the pinned ids, for one compaction pass (one lock, not one per slice).
+    fn pinned(&self) -> HashMap<ManagedMemoryId, u32> {
+        let mut counts = self.counts.lock();
+        counts.retain(|_, count| *count > 0);
+        counts.clone()
+    }
+}
+
+/// Keeps one allocation from moving while it lives. Takes only the pin table's own lock,
+/// so it may be dropped anywhere.
+#[derive(Debug)]
+pub(crate) struct PinGuard {
+    table: Arc<PinTable>,
+    id: ManagedMemoryId,
+}
+
+impl Clone for PinGuard {
+    fn clone(&self) -> Self {
+        self.table.pin(self.id)
+    }
+}
+
+impl Drop for PinGuard {
+    fn drop(&mut self) {
+        let mut counts = self.table.counts.lock();
+        if let Some(count) = counts.get_mut(&self.id) {
+            *count = count.saturating_sub(1);
+        }
+    }
+}
+
+/// What one compaction on the device did.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeviceCompaction {
+    pub(crate) moves: usize,
+    pub(crate) bytes_moved: u64,
+}
+
+impl Server {
+    /// Moves live, unpinned slices of the main memory out of their sparsest pages, at
+    /// most `max_bytes` of them, with the copies recorded in the pending batch. The pages
+    /// it empties are given back by the cleanup that follows the batch's take.
+    pub(crate) fn compact(&mut self, max_bytes: u64) -> DeviceCompaction {
+        let pins = self.pins.pinned();
+        let pinned = |id: ManagedMemoryId| pins.contains_key(&id);
+        let done = self.main.compact(max_bytes, &pinned);
+        record_moves(&mut self.pending, &self.device, &mut self.main, &done);
+        DeviceCompaction {
+            moves: done.moves.len(),
+            bytes_moved: done.bytes_moved,
+        }
+    }
+
+    /// The bound on the bytes one compaction pass moves.
+    pub(crate) fn max_move_bytes(&self) -> u64 {
+        self.max_move_bytes
+    }
+
+    /// Sets the bound on the bytes one compaction pass moves (0 turns compaction off).
+    pub(crate) fn set_max_move_bytes(&mut self, bytes: u64) {
+        self.max_move_bytes = bytes;
+    }
+}
+
+/// The default for [`Server::max_move_bytes`].
+pub(crate) const fn default_max_move_bytes() -> u64 {
+    DEFAULT_MAX_MOVE_BYTES
+}
+
+/// Records the copies the storage queued for `done` into the pending encoder, in order,
+/// and notes each moved slice as an output of the batch.
+fn record_moves(
+    pending: &mut PendingWork,
+    device: &wgpu::Device,
+    main: &mut MemoryManagement<WgpuStorage>,
+    done: &Compaction,
+) {
+    let copies = main.storage().take_copies();
+    if copies.is_empty() {
+        return;
+    }
+    let encoder = pending.encoder(device);
+    for copy in &copies {
+        copy.record(encoder);
+    }
+    for (moved, copy) in done.moves.iter().zip(&copies) {
+        if let Some(binding) = moved.binding.upgrade() {
+            pending.output(&binding, 0..moved.bytes);
+        }
+        pending.count_bytes(copy.size);
+    }
+}
+
+/// A reservation's way to make room: compacts the main memory with its copies recorded
+/// in the pending batch, and frees the moved-from ranges at once (see the module docs,
+/// step 3).
+pub(crate) struct RoomInBatch<'a> {
+    pub(crate) pending: &'a mut PendingWork,
+    pub(crate) device: &'a wgpu::Device,
+    pub(crate) pins: &'a PinTable,
+    pub(crate) max_bytes: u64,
+}
+
+impl MakeRoom<WgpuStorage> for RoomInBatch<'_> {
+    fn make_room(
+        &mut self,
+        memory: &mut MemoryManagement<WgpuStorage>,
+        size: u64,
+        why: RoomFor,
+    ) -> bool {
+        if self.max_bytes == 0 {
+            return false;
+        }
+        let pins = self.pins.pinned();
+        let pinned = |id: ManagedMemoryId| pins.contains_key(&id);
+        let done = match why {
+            RoomFor::Gather => memory.compact_for(size, self.max_bytes, &pinned),
+            RoomFor::OutOfRoom => memory.compact(self.max_bytes, &pinned),
+        };
+        record_moves(self.pending, self.device, memory, &done);
+        memory.release_moved();
+        !done.is_empty()
+    }
+}
