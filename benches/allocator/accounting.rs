@@ -43,6 +43,9 @@ pub struct Accounting {
     pub in_use_max_diff: i128,
     /// Our `BytesStorage::allocations_made()` when it disagrees with the wrapper's count.
     pub own_count_mismatch: Option<(u64, u64)>,
+    /// After the third pass, with its live allocations held, a user's cleanup: bytes in
+    /// use, bytes reserved, and the largest page still held (ours only; 0 for the peer).
+    pub after_cleanup: Option<(u64, u64, u64)>,
     pub failure: Option<String>,
 }
 
@@ -198,6 +201,9 @@ pub fn account<M: Counted>(make: impl Fn() -> M, trace: &Trace) -> Accounting {
                 ))
             }
         }
+        let page = memory.cleanup_live();
+        let usage = memory.usage();
+        result.after_cleanup = Some((usage.bytes_in_use, usage.bytes_reserved, page));
         drop(slots);
         memory.release_all();
     }));

@@ -201,6 +201,32 @@ fn print_targets(prepared: &Prepared) {
         .map(|(trace, (ours, _))| format!("{} {:.3}x", trace.name, 1.0 / ours.efficiency()))
         .collect();
     target("reserved at most 1.25x peak in use", &over_quarter);
+    println!("\nAfter a cleanup at the end of each trace (live allocations held):\n");
+    println!("| trace | ours in use | ours reserved | peer in use | peer reserved |");
+    println!("|---|---:|---:|---:|---:|");
+    for (trace, (ours, peer)) in pairs() {
+        let cell = |side: &Accounting| match side.after_cleanup {
+            Some((in_use, reserved, _)) => format!("{in_use} | {reserved}"),
+            None => "- | -".to_string(),
+        };
+        println!("| {} | {} | {} |", trace.name, cell(ours), cell(peer));
+    }
+    let over_cleanup: Vec<String> = pairs()
+        .filter_map(|(trace, (ours, _))| {
+            let (in_use, reserved, page) = ours.after_cleanup?;
+            let bound = in_use as f64 * 1.1 + page as f64;
+            (reserved as f64 > bound).then(|| {
+                format!(
+                    "{} {reserved} B over {in_use} B in use (page {page} B)",
+                    trace.name
+                )
+            })
+        })
+        .collect();
+    target(
+        "after a cleanup, reserved at most 1.1x in use plus one page",
+        &over_cleanup,
+    );
     let more_allocs: Vec<String> = pairs()
         .filter(|(_, (ours, peer))| ours.allocs_total > peer.allocs_total)
         .map(|(trace, (ours, peer))| {

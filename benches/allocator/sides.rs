@@ -8,6 +8,8 @@ use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryConfiguration
 use cubecl_runtime::server::IoError;
 use cubecl_runtime::storage::{ComputeStorage, StorageHandle, StorageId};
 
+use wgpu_memory::storage::CopyStorage;
+
 use crate::traces::GIB;
 
 /// Device properties given to both sides: largest page 2 GiB, alignment 256.
@@ -27,13 +29,22 @@ pub trait Memory {
     /// are closed, so that is every page). cubecl-server's `BytesStorage` frees pages
     /// only on `dealloc`, not on drop, so a memory dropped without this leaks them.
     fn release_all(&mut self);
+    /// What a user's `cleanup()` does at the end of a trace, with the trace's live
+    /// allocations still held: ours compacts, then gives back every free page; the peer
+    /// gives back its free pages. Returns the largest page still held, in bytes.
+    fn cleanup_live(&mut self) -> u64 {
+        self.release_all();
+        0
+    }
 }
 
 fn properties() -> cubecl_ir::MemoryDeviceProperties {
     cubecl_ir::MemoryDeviceProperties::new(MAX_PAGE_SIZE, ALIGNMENT)
 }
 
-/// This crate's memory with `MemoryConfiguration::default()`.
+/// This crate's memory with `MemoryConfiguration::default()`, compacting when a pool
+/// would grow while its holes could hold the request (`CompactNow`: host copies are
+/// done at once).
 pub struct Ours<S: ComputeStorage>(pub wgpu_memory::memory_management::MemoryManagement<S>);
 
 impl<S: ComputeStorage> Ours<S> {
@@ -49,12 +60,16 @@ impl<S: ComputeStorage> Ours<S> {
     }
 }
 
-impl<S: ComputeStorage> Memory for Ours<S> {
+impl<S: CopyStorage> Memory for Ours<S> {
     type Error = wgpu_memory::memory_management::ReserveError;
 
     #[inline]
     fn reserve(&mut self, size: u64) -> Result<ManagedMemoryHandle, Self::Error> {
-        self.0.reserve(size)
+        self.0.reserve_making_room(
+            size,
+            &mut wgpu_memory::memory_management::NothingPending,
+            &mut wgpu_memory::memory_management::CompactNow::default(),
+        )
     }
 
     fn usage(&self) -> MemoryUsage {
@@ -64,6 +79,20 @@ impl<S: ComputeStorage> Memory for Ours<S> {
     fn release_all(&mut self) {
         self.0
             .cleanup(wgpu_memory::memory_management::Cleanup::Explicit);
+    }
+
+    fn cleanup_live(&mut self) -> u64 {
+        // As many passes as it takes: the bound is per pass.
+        while !self.0.compact(u64::MAX, &|_| false).is_empty() {
+            self.0.release_moved();
+        }
+        self.release_all();
+        self.0
+            .page_map()
+            .iter()
+            .flat_map(|pool| pool.pages.iter().map(|page| page.size))
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -204,6 +233,12 @@ impl<S: ComputeStorage> ComputeStorage for CountingStorage<S> {
 
     fn bytes_allocated(&self) -> u64 {
         self.inner.bytes_allocated()
+    }
+}
+
+impl<S: CopyStorage> CopyStorage for CountingStorage<S> {
+    fn copy(&mut self, from: &StorageHandle, to: &StorageHandle) -> Result<(), IoError> {
+        self.inner.copy(from, to)
     }
 }
 

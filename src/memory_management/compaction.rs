@@ -15,7 +15,7 @@
 //!   ([`MemoryManagement::release_moved`](super::MemoryManagement::release_moved)).
 
 use super::MemoryManagement;
-use crate::storage::ComputeStorage;
+use crate::storage::{ComputeStorage, CopyStorage};
 use cubecl_runtime::memory_management::{ManagedMemoryId, WeakMemoryBinding};
 
 /// The default bound on the bytes one compaction pass moves: 256 MiB. On a device a
@@ -98,5 +98,37 @@ pub struct NoRoom;
 impl<S: ComputeStorage> MakeRoom<S> for NoRoom {
     fn make_room(&mut self, _: &mut MemoryManagement<S>, _: u64, _: RoomFor) -> bool {
         false
+    }
+}
+
+/// An owner whose storage copies at once (host memory, [`BytesStorage`]): it compacts
+/// to make room and frees the moved-from ranges in the same call, as nothing can overtake
+/// a copy already done. Nothing is pinned. `max_bytes` bounds each pass (default
+/// [`DEFAULT_MAX_MOVE_BYTES`]).
+///
+/// [`BytesStorage`]: crate::storage::BytesStorage
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactNow {
+    /// The most bytes one pass moves.
+    pub max_bytes: u64,
+}
+
+impl Default for CompactNow {
+    fn default() -> Self {
+        Self {
+            max_bytes: DEFAULT_MAX_MOVE_BYTES,
+        }
+    }
+}
+
+impl<S: CopyStorage> MakeRoom<S> for CompactNow {
+    fn make_room(&mut self, memory: &mut MemoryManagement<S>, size: u64, why: RoomFor) -> bool {
+        let pinned = |_: ManagedMemoryId| false;
+        let done = match why {
+            RoomFor::Gather => memory.compact_for(size, self.max_bytes, &pinned),
+            RoomFor::OutOfRoom => memory.compact(self.max_bytes, &pinned),
+        };
+        memory.release_moved();
+        !done.is_empty()
     }
 }

@@ -10,6 +10,7 @@ mod cases;
 #[allow(dead_code)]
 mod chain;
 mod compaction;
+mod compaction_model;
 mod device;
 mod device_loss;
 mod failures;

@@ -6,6 +6,8 @@
 
 mod bindings;
 mod compact;
+#[cfg(test)]
+mod compact_tests;
 mod reserve;
 
 use super::MemoryDeviceProperties;
