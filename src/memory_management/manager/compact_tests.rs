@@ -5,7 +5,7 @@ use crate::memory_management::{
     Cleanup, CompactNow, MemoryManagement, MemoryManagementOptions, MemoryPoolOptions,
     NothingPending, PoolType, ReserveError,
 };
-use crate::storage::{BytesStorage, ComputeStorage};
+use crate::storage::BytesStorage;
 use cubecl_ir::MemoryDeviceProperties;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryConfiguration};
 
