@@ -16,11 +16,13 @@
 
 mod chain;
 mod job;
+mod peaks;
 
 use job::Dims;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
+use wgpu_memory::memory_management::format_bytes;
 use wgpu_memory::report::MemorySummary;
 use wgpu_memory::{Client, ClientError};
 
@@ -237,11 +239,42 @@ fn run(client: &Client, dims: Dims, options: Options) -> Result<bool, Box<dyn st
     }
     print!("{}", MemorySummary(&client.memory_report()));
     if let Some(path) = options.snapshot {
-        let json = client.memory_snapshot().to_json()?;
-        std::fs::write(&path, json)
+        let snapshot = client.memory_snapshot();
+        let (in_use, reserved) = peaks::peaks(&snapshot.history);
+        println!(
+            "peaks: {} in use, {} reserved over all memories ({:.2}x)",
+            format_bytes(in_use),
+            format_bytes(reserved),
+            reserved as f64 / in_use.max(1) as f64
+        );
+        std::fs::write(&path, snapshot.to_json()?)
             .map_err(|error| format!("writing {}: {error}", path.display()))?;
         println!("snapshot: {}", path.display());
     }
+    client.cleanup();
+    let usage = client.memory_report();
+    let (in_use, reserved) = (in_use_bytes(&usage), all_reserved(&usage));
+    println!(
+        "after cleanup: {} in use, {} reserved over all memories",
+        format_bytes(in_use),
+        format_bytes(reserved)
+    );
     drop(chain_live);
     Ok(true)
+}
+
+/// Bytes in use in the main memory.
+fn in_use_bytes(report: &wgpu_memory::memory_management::MemoryReport) -> u64 {
+    report.streams[0].pools.usage().bytes_in_use
+}
+
+/// Bytes reserved over every memory: main, readback and upload staging.
+fn all_reserved(report: &wgpu_memory::memory_management::MemoryReport) -> u64 {
+    let stream = &report.streams[0];
+    stream.pools.usage().bytes_reserved
+        + stream
+            .auxiliary
+            .iter()
+            .map(|memory| memory.pools.usage().bytes_reserved)
+            .sum::<u64>()
 }

@@ -97,6 +97,18 @@ pub fn main_usage(report: &MemoryReport) -> MemoryUsage {
         })
 }
 
+/// In use in the main pools, reserved over every memory (main, readback and upload
+/// staging): what the model step's efficiency counts.
+pub fn all_memories_usage(report: &MemoryReport) -> MemoryUsage {
+    let mut usage = main_usage(report);
+    for stream in &report.streams {
+        for memory in &stream.auxiliary {
+            usage.bytes_reserved += memory.pools.usage().bytes_reserved;
+        }
+    }
+    usage
+}
+
 /// What workload (b) learns about a side's memory.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ModelMemory {

@@ -1,8 +1,8 @@
 //! This crate's side: `wgpu_memory::Client` on its own device.
 
 use crate::common::{
-    ModelMemory, PagesSeen, check_bytes, check_chain, check_fill, first_word, main_usage, pages,
-    pattern, touch,
+    ModelMemory, PagesSeen, all_memories_usage, check_bytes, check_chain, check_fill, first_word,
+    pages, pattern, touch,
 };
 use crate::kernels::{FILL, FILL_ENTRY, PING, PING_BYTES, PING_ENTRY, fill_workgroups};
 use crate::measure::Timed;
@@ -227,7 +227,7 @@ impl Model<'_> {
         let (mut in_use, mut reserved) = (0, 0);
         self.side
             .step(&self.plan, |client| {
-                let usage = main_usage(&client.memory_report());
+                let usage = all_memories_usage(&client.memory_report());
                 in_use = in_use.max(usage.bytes_in_use);
                 reserved = reserved.max(usage.bytes_reserved);
             })

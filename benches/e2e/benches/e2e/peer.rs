@@ -3,8 +3,8 @@
 //! text as ours and bare wgpu's), launched through the ordinary `Client::launch`.
 
 use crate::common::{
-    ModelMemory, PagesSeen, check_bytes, check_chain, check_fill, first_word, main_usage, pages,
-    pattern, touch,
+    ModelMemory, PagesSeen, all_memories_usage, check_bytes, check_chain, check_fill, first_word,
+    pages, pattern, touch,
 };
 use crate::kernels::{FILL, FILL_ENTRY, PING, PING_BYTES, PING_ENTRY, fill_workgroups};
 use crate::measure::Timed;
@@ -177,7 +177,7 @@ impl Model<'_> {
     pub fn memory(&self) -> ModelMemory {
         let (mut in_use, mut reserved) = (0, 0);
         self.side.step(&self.plan, |side| {
-            let usage = main_usage(&side.report());
+            let usage = all_memories_usage(&side.report());
             in_use = in_use.max(usage.bytes_in_use);
             reserved = reserved.max(usage.bytes_reserved);
         });
