@@ -12,6 +12,7 @@
 //! are defined here, the layer that gives them meaning, and re-exported by the client.
 
 mod batch;
+mod budget;
 mod caches;
 mod error;
 mod handle;
@@ -38,7 +39,9 @@ pub use handle::{Handle, HandleResource, MAX_QUEUED_RELEASES};
 pub use kernel::Kernel;
 pub use lost::DeviceLostCallback;
 pub use read_bytes::ReadBytes;
-pub use upload::{ARENA_BYTES, MAX_IN_FLIGHT, SHARED_WRITE};
+pub use budget::BUDGET_FIELD;
+pub use pending::STAGING_IDLE_OPERATIONS;
+pub use upload::{MAX_IN_FLIGHT, SMALLEST_UPLOAD_PAGE, STAGING_IDLE_RESERVATIONS};
 
 pub(crate) use batch::{Batch, BatchFailure};
 use handle::DropNotice;
@@ -53,6 +56,7 @@ use crate::memory_management::{
     MemoryPoolOptions, MemoryReport, PoolLayout, PoolType, StreamMemoryReport,
 };
 use crate::storage::WgpuStorage;
+use crate::storage::wgpu_storage::budget::Budget;
 use crate::storage::wgpu_storage::limits::{staging_memory_properties, storage_memory_properties};
 use batch::PendingWork;
 use caches::{BindGroupKey, CachedPipeline, Lru, PipelineKey};
@@ -90,6 +94,12 @@ pub(crate) struct Server {
     released: std::sync::Arc<handle::ReleaseQueue>,
     /// The queue's previous buffer, swapped in so draining it allocates nothing.
     spare_released: Vec<(ManagedMemoryId, MemoryLocation)>,
+    /// The cap over the pages of all three memories, shared by their storages.
+    budget: std::sync::Arc<Budget>,
+    /// When the staging memories last reserved, in client operations.
+    idle: pending::IdleClock,
+    /// The budget's refusal of the last failed reservation, if it met one.
+    refused: Option<budget::BudgetRefusal>,
 }
 
 impl Server {
@@ -103,15 +113,20 @@ impl Server {
                 MemoryManagementOptions::new("main").pools(pools),
             ),
         };
+        let budget = std::sync::Arc::new(Budget::default());
         let main = MemoryManagement::from_configuration(
-            WgpuStorage::new(device.clone(), MAIN_USAGE, main_properties.alignment),
+            WgpuStorage::new(device.clone(), MAIN_USAGE, main_properties.alignment)
+                .with_budget(budget.clone()),
             &main_properties,
             config,
             options,
         );
         Self {
-            staging: readback_staging(&device, &limits),
-            uploads: UploadStaging::new(&device),
+            staging: readback_staging(&device, &limits, budget.clone()),
+            uploads: UploadStaging::new(&device, budget.clone()),
+            budget,
+            idle: pending::IdleClock::default(),
+            refused: None,
             device,
             limits,
             main,
@@ -136,13 +151,7 @@ impl Server {
     pub(crate) fn empty(&mut self, size: u64) -> Result<Handle, ClientError> {
         self.check_lost("create")?;
         self.release_dropped();
-        let bind_groups = &mut self.bind_groups;
-        let mut idle = pending::IdleStaging {
-            staging: &mut self.staging,
-            upload: &mut self.uploads.memory,
-            bind_groups: &mut || bind_groups.clear(),
-        };
-        let memory = self.main.reserve_with(size, &mut idle)?;
+        let memory = self.reserve_main(size)?;
         Ok(Handle {
             last_drop: DropNotice::new(&self.released, &memory),
             memory,
@@ -229,9 +238,25 @@ impl Server {
             + self.uploads.memory.bytes_allocated()
     }
 
+    /// The three memories, by the names reports give them.
+    pub(crate) fn memories(&self) -> [(&'static str, &MemoryManagement<WgpuStorage>); 3] {
+        [
+            (crate::report::MAIN_MEMORY, &self.main),
+            ("staging", &self.staging),
+            ("upload", &self.uploads.memory),
+        ]
+    }
+
+    /// Counts one client operation on the staging memories' idle clock
+    /// ([`STAGING_IDLE_OPERATIONS`]): a staging memory idle that long gives its free
+    /// pages back.
+    pub(crate) fn tick(&mut self) {
+        self.idle.tick(&mut self.staging, &mut self.uploads);
+    }
+
     /// Takes the recorded work out as one batch, or `None` when nothing is recorded.
     pub(crate) fn take_batch(&mut self) -> Option<Batch> {
-        self.uploads.close_arena();
+        self.uploads.close_batch();
         (!self.pending.is_empty()).then(|| self.pending.take())
     }
 
@@ -286,17 +311,24 @@ impl Server {
 
 /// The readback staging memory: exclusive MAP_READ pages (a mapped buffer maps whole, so
 /// two reads never share one), one pool for every size, so a read that needs a new page
-/// gives back the idle pages of other sizes first (field scenario C10).
-fn readback_staging(device: &wgpu::Device, limits: &wgpu::Limits) -> MemoryManagement<WgpuStorage> {
+/// gives back the idle pages of other sizes first (field scenario C10). A free page not
+/// taken over [`STAGING_IDLE_RESERVATIONS`] reservations goes back, and so does every
+/// free page once the memory is idle for [`STAGING_IDLE_OPERATIONS`]. Its pages are
+/// taken from `budget`.
+fn readback_staging(
+    device: &wgpu::Device,
+    limits: &wgpu::Limits,
+    budget: std::sync::Arc<Budget>,
+) -> MemoryManagement<WgpuStorage> {
     let properties = staging_memory_properties(limits);
     let pool = MemoryPoolOptions {
         pool_type: PoolType::ExclusivePages {
             max_alloc_size: properties.max_page_size,
         },
-        dealloc_period: Some(5000),
+        dealloc_period: Some(STAGING_IDLE_RESERVATIONS),
     };
     MemoryManagement::from_configuration(
-        WgpuStorage::new(device.clone(), STAGING_USAGE, properties.alignment),
+        WgpuStorage::new(device.clone(), STAGING_USAGE, properties.alignment).with_budget(budget),
         &properties,
         MemoryConfiguration::ExclusivePages,
         MemoryManagementOptions::new("staging")

@@ -98,6 +98,7 @@ fn absent_default_file_gives_none_and_present_one_is_read() {
             history: None,
             oom_snapshot: None,
             records: None,
+            budget: None,
         }))
     );
     // The variable wins over the default file.
@@ -110,6 +111,7 @@ fn absent_default_file_gives_none_and_present_one_is_read() {
             history: None,
             oom_snapshot: None,
             records: None,
+            budget: None,
         }))
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -126,6 +128,7 @@ fn huge_sizes_round_trip_as_strings() {
         history: None,
         oom_snapshot: None,
         records: None,
+        budget: None,
     };
     let text = toml::to_string(&config).expect("serialize");
     let back: MemoryConfig = toml::from_str(&text).expect("deserialize");
