@@ -235,7 +235,10 @@ fn run(client: &Client, dims: Dims, options: Options) -> Result<bool, Box<dyn st
     } else {
         chain_live.extend([lhs, rhs, out]);
     }
-    print!("{}", MemorySummary::new(&client.memory_report()).with_budget(client.budget()));
+    print!(
+        "{}",
+        MemorySummary::new(&client.memory_report()).with_budget(client.budget())
+    );
     if let Some(path) = options.snapshot {
         let json = client.memory_snapshot().to_json()?;
         std::fs::write(&path, json)

@@ -16,12 +16,12 @@ mod mode;
 mod reads;
 mod ring;
 
-pub use crate::server::{
-    BUDGET_FIELD, ClientError, DeviceLostCallback, Handle, HandleResource, Kernel,
-    MAX_BIND_GROUPS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes,
-    SMALLEST_UPLOAD_PAGE, STAGING_IDLE_OPERATIONS, STAGING_IDLE_RESERVATIONS, SubmitPolicy,
-};
 pub use crate::report::BudgetUse;
+pub use crate::server::{
+    BUDGET_FIELD, ClientError, DeviceLostCallback, Handle, HandleResource, Kernel, MAX_BIND_GROUPS,
+    MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes, SMALLEST_UPLOAD_PAGE,
+    STAGING_IDLE_OPERATIONS, STAGING_IDLE_RESERVATIONS, SubmitPolicy,
+};
 pub use config::{load_submit_policy, parse_submit_policy};
 pub use memory_history::LabelScope;
 pub use mode::ModeWindow;
@@ -335,12 +335,10 @@ impl Client {
         self.before_upload();
         let due = {
             let mut server = self.shared.server.lock();
-            server
-                .write_with(handle, offset, size, fill)
-                .map(|()| {
-                    self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
-                    server.submit_due()
-                })
+            server.write_with(handle, offset, size, fill).map(|()| {
+                self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
+                server.submit_due()
+            })
         };
         let due = self.explain_budget(due)?;
         if due {

@@ -282,7 +282,9 @@ pub enum PoolConfigError {
     /// Retrying helps only once live handles are dropped: drop them, or give a budget of
     /// at least `held` bytes.
     #[error(
-        "[memory]: `{field}` = {} is below the {} the memories already hold after giving          back every free page ({}); drop live handles first or give a budget of at least          {held} bytes",
+        "[memory]: `{field}` = {} is below the {} the memories already hold after giving \
+         back every free page ({}); drop live handles first or give a budget of at least \
+         {held} bytes",
         show(*.budget),
         show(*.held),
         held_text(held_by)

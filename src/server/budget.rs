@@ -57,7 +57,9 @@ impl Server {
     ) -> Result<ManagedMemoryHandle, ClientError> {
         self.tick();
         self.idle.readback_used();
-        self.with_room("staging", size, |server| Ok(server.staging.reserve(size)?))
+        self.with_room("staging", size, |server| {
+            Ok(server.staging.reserve(size)?)
+        })
     }
 
     /// `len` bytes of mapped upload staging in the pending batch.

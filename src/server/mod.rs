@@ -33,14 +33,14 @@ mod upload;
 mod upload_page;
 
 pub use batch::SubmitPolicy;
+pub use budget::BUDGET_FIELD;
 pub use caches::{MAX_BIND_GROUPS, MAX_PIPELINES};
 pub use error::ClientError;
 pub use handle::{Handle, HandleResource, MAX_QUEUED_RELEASES};
 pub use kernel::Kernel;
 pub use lost::DeviceLostCallback;
-pub use read_bytes::ReadBytes;
-pub use budget::BUDGET_FIELD;
 pub use pending::STAGING_IDLE_OPERATIONS;
+pub use read_bytes::ReadBytes;
 pub use upload::{MAX_IN_FLIGHT, SMALLEST_UPLOAD_PAGE, STAGING_IDLE_RESERVATIONS};
 
 pub(crate) use batch::{Batch, BatchFailure};

@@ -179,7 +179,10 @@ fn edges(offset: u64, len: u64) -> Vec<Edge> {
         } else {
             COPY_ALIGNMENT
         };
-        edges.push((record(head_word, shift..covered_end), staging_word(head_word)));
+        edges.push((
+            record(head_word, shift..covered_end),
+            staging_word(head_word),
+        ));
     }
     let tail_partial = !end.is_multiple_of(COPY_ALIGNMENT);
     if tail_partial && !(shift != 0 && tail_word == head_word) {

@@ -11,7 +11,7 @@
 //!    it (a free one of that size, or a new one; when no page of that size can be had,
 //!    one of just the write's size); of the two, the page with more room left stays
 //!    open. So a write of `n` bytes never takes a page larger than
-//!    `max(2n, 1 MiB)` rounded to a power of two, whatever idle pages there are (the
+//!    `max(2n, 256 KiB)` rounded to a power of two, whatever idle pages there are (the
 //!    memory's exclusive pool reuses a free page at most half again the size asked:
 //!    with page sizes a power of two apart, a page of the very size asked).
 //! 3. A write fills its range through the mapped range's write-only view (the caller's
@@ -41,10 +41,12 @@ use crate::storage::wgpu_storage::limits::{COPY_ALIGNMENT, staging_memory_proper
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The smallest upload staging page, in bytes: 1 MiB. Writes smaller than a page share
-/// it with the other writes of their batch; 1 MiB holds many small writes (a batch of
-/// launch parameters, a few small tensors) and is cheap to make and keep.
-pub const SMALLEST_UPLOAD_PAGE: u64 = 1 << 20;
+/// The smallest upload staging page, in bytes: 256 KiB. Writes smaller than a page share
+/// it with the other writes of their batch. A batch leaves its last page part empty
+/// (half, on average) until the page comes back, so the smallest page is kept small;
+/// 256 KiB still holds 64 writes of 4 KiB, so a batch of small writes maps and unmaps
+/// few pages.
+pub const SMALLEST_UPLOAD_PAGE: u64 = 256 << 10;
 
 /// Upload staging bytes in flight (submitted, not yet mapped again) above which a write
 /// first waits for the device: 256 MiB.
@@ -147,7 +149,11 @@ impl UploadStaging {
         pending: &mut PendingWork,
     ) -> Result<Region, ClientError> {
         let len = len.max(1).next_multiple_of(wgpu::MAP_ALIGNMENT);
-        if let Some(open) = self.open.as_mut().filter(|open| open.end - open.cursor >= len) {
+        if let Some(open) = self
+            .open
+            .as_mut()
+            .filter(|open| open.end - open.cursor >= len)
+        {
             let offset = open.cursor;
             open.cursor += len;
             return Ok(Region {
@@ -273,7 +279,10 @@ pub(crate) fn copy_bytes(target: wgpu::WriteOnly<'_, [u8]>, source: &[u8]) {
         }
     }
     std::thread::scope(|scope| {
-        for (run, source) in runs.into_iter().zip(source[..whole].chunks(per_thread * COPY_PIECE)) {
+        for (run, source) in runs
+            .into_iter()
+            .zip(source[..whole].chunks(per_thread * COPY_PIECE))
+        {
             scope.spawn(move || {
                 for (piece, source) in run.into_iter().zip(source.chunks_exact(COPY_PIECE)) {
                     wgpu::WriteOnly::<'_, [u8]>::from(piece).copy_from_slice(source);
@@ -302,14 +311,15 @@ mod tests {
         assert!(target == source);
     }
 
-    /// Sizes a power of two apart from 1 MiB up; a page never more than twice the write
-    /// above 1 MiB; a write over the largest power of two gets a page of its own size.
+    /// Sizes a power of two apart from 256 KiB up; a page never more than twice the write
+    /// above that; a write over the largest power of two gets a page of its own size.
     #[test]
     fn page_sizes_are_few_and_never_much_larger_than_the_write() {
         let largest = 256 << 20;
-        assert_eq!(upload_page_size(8, largest), 1 << 20);
-        assert_eq!(upload_page_size(1 << 20, largest), 1 << 20);
-        assert_eq!(upload_page_size((1 << 20) + 8, largest), 2 << 20);
+        let smallest = SMALLEST_UPLOAD_PAGE;
+        assert_eq!(upload_page_size(8, largest), smallest);
+        assert_eq!(upload_page_size(smallest, largest), smallest);
+        assert_eq!(upload_page_size(smallest + 8, largest), 2 * smallest);
         assert_eq!(upload_page_size(100 << 20, largest), 128 << 20);
         assert_eq!(upload_page_size(200 << 20, largest), 256 << 20);
         assert_eq!(
@@ -319,8 +329,15 @@ mod tests {
         );
         for len in (8..(200u64 << 20)).step_by(3_999_992) {
             let page = upload_page_size(len, largest);
-            assert!(page >= len && page <= (2 * len).max(1 << 20), "{len}: {page}");
+            assert!(
+                page >= len && page <= (2 * len).max(smallest),
+                "{len}: {page}"
+            );
         }
-        assert_eq!(upload_page_size(8, 4096), 4096, "a device with tiny buffers");
+        assert_eq!(
+            upload_page_size(8, 4096),
+            4096,
+            "a device with tiny buffers"
+        );
     }
 }

@@ -53,7 +53,10 @@ fn the_budget_is_never_crossed() {
                 }
                 Err(ClientError::OutOfMemory { detail, .. }) => {
                     refused += 1;
-                    assert!(detail.budget.is_some(), "step {step}: refused by the budget");
+                    assert!(
+                        detail.budget.is_some(),
+                        "step {step}: refused by the budget"
+                    );
                 }
                 Err(other) => panic!("step {step}: {other}"),
             },
@@ -82,7 +85,10 @@ fn the_budget_is_never_crossed() {
     let budget = client.budget();
     eprintln!("budget: {served} creates served, {refused} refused, {budget:?}");
     assert!(budget.peak_held <= BUDGET, "{budget:?}");
-    assert!(served > 20 && refused > 0, "{served} served, {refused} refused");
+    assert!(
+        served > 20 && refused > 0,
+        "{served} served, {refused} refused"
+    );
     assert!(client.uncaptured_errors().is_empty());
 }
 
@@ -97,7 +103,11 @@ fn a_reservation_over_the_budget_fails_naming_the_budget() {
     };
     let budget = detail.budget.as_ref().expect("the budget refused it");
     assert_eq!((budget.budget, budget.memory.as_str()), (4 * MIB, "main"));
-    let memories: Vec<&str> = budget.held.iter().map(|held| held.memory.as_str()).collect();
+    let memories: Vec<&str> = budget
+        .held
+        .iter()
+        .map(|held| held.memory.as_str())
+        .collect();
     assert_eq!(memories, ["main", "staging", "upload"]);
     assert!(budget.held_total() <= 4 * MIB);
     let text = error.to_string();
@@ -165,7 +175,11 @@ fn bad_budgets_are_configuration_errors_naming_the_field() {
         }
         other => panic!("expected BudgetBelowHeld, got {other:?}"),
     }
-    assert_eq!(client.budget().budget, None, "a refused budget changes nothing");
+    assert_eq!(
+        client.budget().budget,
+        None,
+        "a refused budget changes nothing"
+    );
     drop(kept);
     // With the handle gone, the free page goes back and the budget is accepted.
     client.set_budget(Some(MIB)).unwrap();

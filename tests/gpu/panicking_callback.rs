@@ -18,14 +18,15 @@ fn own_client() -> Option<(wgpu_memory::Client, wgpu::Queue)> {
     fresh()?;
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
     let adapter = pollster::block_on(instance.request_adapter(&Default::default())).ok()?;
-    let (device, queue) =
-        pollster::block_on(adapter.request_device(&Default::default())).ok()?;
+    let (device, queue) = pollster::block_on(adapter.request_device(&Default::default())).ok()?;
     Some((wgpu_memory::Client::new(device, queue.clone()), queue))
 }
 
 #[test]
 fn a_panicking_callback_in_our_submit_leaves_upload_staging_whole() {
-    let Some((client, queue)) = own_client() else { return };
+    let Some((client, queue)) = own_client() else {
+        return;
+    };
     let first = pattern(4096, 1);
     let handle = client.create(&first).unwrap();
     let large = pattern(2 << 20, 2);
@@ -37,7 +38,10 @@ fn a_panicking_callback_in_our_submit_leaves_upload_staging_whole() {
     // runs the callback.
     queue.on_submitted_work_done(|| panic!("the application's callback panics"));
     let panicked = catch_unwind(AssertUnwindSafe(|| client.flush()));
-    assert!(panicked.is_err(), "the callback ran inside the client's submit");
+    assert!(
+        panicked.is_err(),
+        "the callback ran inside the client's submit"
+    );
 
     within(
         "upload staging after a panicking callback",
@@ -58,7 +62,10 @@ fn a_panicking_callback_in_our_submit_leaves_upload_staging_whole() {
                 let data = pattern(4096, 10 + round);
                 client.write(&handle, 0, &data).unwrap();
                 client.write(&other, 0, &large).unwrap();
-                assert!(client.read_blocking(&handle).unwrap() == data, "round {round}");
+                assert!(
+                    client.read_blocking(&handle).unwrap() == data,
+                    "round {round}"
+                );
             }
             client.sync().unwrap();
             assert_eq!(client.pending_upload_bytes(), 0);

@@ -119,7 +119,10 @@ mod tests {
         assert!(!budget.try_hold(41), "60 + 41 > 100");
         assert_eq!((budget.held(), budget.refusals()), (60, 1));
         assert!(budget.try_hold(40), "60 + 40 = 100 is under the cap");
-        assert_eq!((budget.held(), budget.left(), budget.peak_held()), (100, Some(0), 100));
+        assert_eq!(
+            (budget.held(), budget.left(), budget.peak_held()),
+            (100, Some(0), 100)
+        );
         budget.release(100);
         assert_eq!((budget.held(), budget.peak_held()), (0, 100));
     }
