@@ -629,7 +629,10 @@ fn print_report(setup: &Setup, test_mode: bool) {
     println!("Memory after the run:");
     println!();
     println!("```text");
-    print!("{}", MemorySummary(&setup.client.memory_report()));
+    print!(
+        "{}",
+        MemorySummary::new(&setup.client.memory_report()).with_budget(setup.client.budget())
+    );
     println!("```");
     let errors = setup.client.uncaptured_errors();
     if !errors.is_empty() {

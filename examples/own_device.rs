@@ -70,7 +70,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Reads through the client see what the app's own pass wrote (one queue orders them).
     check(&client.read_blocking(&input)?, &[4.0, 8.0, 12.0, 16.0])?;
 
-    print!("{}", MemorySummary(&client.memory_report()));
+    print!(
+        "{}",
+        MemorySummary::new(&client.memory_report()).with_budget(client.budget())
+    );
     Ok(())
 }
 

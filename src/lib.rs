@@ -13,6 +13,8 @@
 //! - [`storage`]: [`WgpuStorage`](storage::WgpuStorage) (buffers) and
 //!   [`BytesStorage`](storage::BytesStorage) (host memory).
 #![warn(missing_docs)]
+// No unsafe code: mapped staging is written only through wgpu's write-only views.
+#![forbid(unsafe_code)]
 
 pub mod client;
 pub mod memory_management;

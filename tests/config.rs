@@ -720,6 +720,7 @@ fn sample_config() -> MemoryConfig {
         history: None,
         oom_snapshot: None,
         records: None,
+        budget: None,
     }
 }
 
@@ -732,18 +733,21 @@ fn valid_config_round_trips_through_toml() {
             history: None,
             oom_snapshot: None,
             records: None,
+            budget: None,
         },
         MemoryConfig {
             pools: Some(MemoryPoolsConfig::Preset(MemoryPoolsPreset::ExclusivePages)),
             history: None,
             oom_snapshot: None,
             records: None,
+            budget: None,
         },
         MemoryConfig {
             pools: None,
             history: None,
             oom_snapshot: None,
             records: None,
+            budget: None,
         },
     ] {
         // As a whole file, read back by `parse_memory_config`.
@@ -800,6 +804,7 @@ fn load_from_a_file() {
             history: None,
             oom_snapshot: None,
             records: None,
+            budget: None,
         })
     );
 }

@@ -107,8 +107,15 @@ impl Client {
             Err(ClientError::Reserve(error)) if error.is_out_of_room() => error,
             other => return other,
         };
+        let budget = {
+            let mut server = self.shared.server.lock();
+            server
+                .take_budget_refusal()
+                .and_then(|refusal| server.budget_detail(refusal))
+        };
         let snapshot = self.memory_snapshot();
-        let detail = OutOfMemoryDetail::from_snapshot(&snapshot, MAIN_MEMORY);
+        let mut detail = OutOfMemoryDetail::from_snapshot(&snapshot, MAIN_MEMORY);
+        detail.budget = budget;
         let path = self.shared.oom_snapshot.lock().clone();
         let written = path.and_then(|path| match write_snapshot(&snapshot, &path) {
             Ok(()) => Some(path),

@@ -9,6 +9,7 @@
 
 #[cfg(test)]
 mod batch_tests;
+mod budget;
 mod compaction;
 mod config;
 mod memory_history;
@@ -16,9 +17,11 @@ mod mode;
 mod reads;
 mod ring;
 
+pub use crate::report::BudgetUse;
 pub use crate::server::{
-    ARENA_BYTES, ClientError, DeviceLostCallback, Handle, HandleResource, Kernel, MAX_BIND_GROUPS,
-    MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes, SHARED_WRITE, SubmitPolicy,
+    BUDGET_FIELD, ClientError, DeviceLostCallback, Handle, HandleResource, Kernel, MAX_BIND_GROUPS,
+    MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes, SMALLEST_UPLOAD_PAGE,
+    STAGING_IDLE_OPERATIONS, STAGING_IDLE_RESERVATIONS, SubmitPolicy,
 };
 pub use compaction::CompactionReport;
 pub use config::{load_submit_policy, parse_submit_policy};
@@ -161,10 +164,12 @@ impl Client {
     /// (`history = { events = N, backtraces = true }` also
     /// [`record_backtraces`](Self::record_backtraces)); a `memory.oom_snapshot = "path"`
     /// sets [`set_oom_snapshot`](Self::set_oom_snapshot) and `memory.records = "path"`
-    /// [`set_records_file`](Self::set_records_file).
+    /// [`set_records_file`](Self::set_records_file), and `memory.budget = "8 GiB"`
+    /// [`set_budget`](Self::set_budget).
     ///
     /// # Errors
-    /// [`ClientError::Config`] when the config cannot be read or is invalid;
+    /// [`ClientError::Config`] when the config cannot be read or is invalid (a
+    /// `memory.budget` of 0 bytes or one that is not a size included);
     /// [`ClientError::NoAdapter`] when wgpu finds no adapter;
     /// [`ClientError::RequestDevice`] when the adapter refuses a device.
     pub fn open_default() -> Result<Self, ClientError> {
@@ -198,6 +203,9 @@ impl Client {
             None => PoolLayout::Preset(MemoryConfiguration::default()),
         };
         let client = Self::with_layout(device, queue, Some(adapter.get_info()), layout);
+        if let Some(budget) = config.budget {
+            client.set_budget(Some(budget.0))?;
+        }
         client.set_submit_policy(policy);
         if let Some(history) = config.history {
             client.record_history(history.events);
@@ -235,23 +243,25 @@ impl Client {
     /// # Errors
     /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Reserve`] when
     /// the main or the upload staging memory cannot hold it
-    /// ([`ClientError::OutOfMemory`] instead when the main memory is out of room); [`ClientError::Map`] when the
-    /// staging range is not mapped; [`ClientError::Wgpu`] when a due submit fails.
+    /// ([`ClientError::OutOfMemory`] instead when the main memory is out of room, or when
+    /// either would cross the budget); [`ClientError::Map`] when the staging range is not
+    /// mapped; [`ClientError::Wgpu`] when a due submit fails.
     pub fn create(&self, data: &[u8]) -> Result<Handle, ClientError> {
         self.create_with(data.len() as u64, |bytes| copy_bytes(bytes, data))
     }
 
     /// A handle of `size` bytes, filled by `fill` writing straight into the mapped upload
-    /// staging range (no host copy at all). `fill` gets exactly `size` bytes, whose prior
-    /// contents are unspecified; it runs under the client's lock, so it must not call the
-    /// client.
+    /// staging range (no host copy at all). `fill` gets a write-only view of exactly
+    /// `size` bytes (wgpu's [`WriteOnly`](wgpu::WriteOnly): mapped memory may be
+    /// write-combined, and is never read); every byte it leaves unwritten is unspecified.
+    /// It runs under the client's lock, so it must not call the client.
     ///
     /// # Errors
     /// As [`create`](Self::create).
     pub fn create_with(
         &self,
         size: u64,
-        fill: impl FnOnce(&mut [u8]),
+        fill: impl FnOnce(wgpu::WriteOnly<'_, [u8]>),
     ) -> Result<Handle, ClientError> {
         self.before_upload();
         let mut main_failed = false;
@@ -270,7 +280,7 @@ impl Client {
         let (handle, due) = if main_failed {
             self.explain_oom(created)?
         } else {
-            created?
+            self.explain_budget(created)?
         };
         if due {
             self.flush()?;
@@ -311,8 +321,9 @@ impl Client {
     }
 
     /// Writes `size` bytes at byte `offset` of `handle`, filled by `fill` straight into
-    /// the mapped upload staging range. `fill` runs under the client's lock, so it must
-    /// not call the client.
+    /// the mapped upload staging range through a write-only view of exactly `size` bytes
+    /// (see [`create_with`](Self::create_with)). `fill` runs under the client's lock, so
+    /// it must not call the client.
     ///
     /// # Errors
     /// As [`write`](Self::write).
@@ -321,15 +332,17 @@ impl Client {
         handle: &Handle,
         offset: u64,
         size: u64,
-        fill: impl FnOnce(&mut [u8]),
+        fill: impl FnOnce(wgpu::WriteOnly<'_, [u8]>),
     ) -> Result<(), ClientError> {
         self.before_upload();
         let due = {
             let mut server = self.shared.server.lock();
-            server.write_with(handle, offset, size, fill)?;
-            self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
-            server.submit_due()
+            server.write_with(handle, offset, size, fill).map(|()| {
+                self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
+                server.submit_due()
+            })
         };
+        let due = self.explain_budget(due)?;
         if due {
             self.flush()?;
         }
@@ -455,6 +468,7 @@ impl Client {
     ) -> Result<(), ClientError> {
         let launched = {
             let mut server = self.shared.server.lock();
+            server.tick();
             let launched = server
                 .launch(kernel, workgroups, handles)
                 .map(|()| server.submit_due());

@@ -20,7 +20,7 @@ impl Client {
     /// [`ClientError::Unwritten`] when a failure claims bytes of the handle (the report
     /// names the root wgpu error and the skipped kernels); [`ClientError::Unallocated`]
     /// when the handle has no slice; [`ClientError::Reserve`] when no staging memory is
-    /// left; [`ClientError::DeviceLost`] when the device is lost before or during the
+    /// left ([`ClientError::OutOfMemory`] when the staging would cross the budget); [`ClientError::DeviceLost`] when the device is lost before or during the
     /// read; [`ClientError::Wgpu`] when wgpu refuses the batch; [`ClientError::Map`] when
     /// mapping fails.
     pub fn read(
@@ -49,7 +49,7 @@ impl Client {
     fn start_read(&self, handles: &[&Handle]) -> ReadFuture {
         self.notice_loss();
         let parts: Vec<(&Handle, u64, u64)> = handles.iter().map(|h| (*h, 0, h.size)).collect();
-        let started = self.record_and_submit_read(&parts);
+        let started = self.explain_budget(self.record_and_submit_read(&parts));
         ReadFuture::new(
             started,
             parts.len(),

@@ -275,6 +275,31 @@ pub enum PoolConfigError {
         message: String,
     },
 
+    /// A budget (`[memory] budget`, or `Client::set_budget`) below the bytes the client's
+    /// memories already hold, even after every free page was given back: the budget would
+    /// be crossed from the start.
+    ///
+    /// Retrying helps only once live handles are dropped: drop them, or give a budget of
+    /// at least `held` bytes.
+    #[error(
+        "[memory]: `{field}` = {} is below the {} the memories already hold after giving \
+         back every free page ({}); drop live handles first or give a budget of at least \
+         {held} bytes",
+        show(*.budget),
+        show(*.held),
+        held_text(held_by)
+    )]
+    BudgetBelowHeld {
+        /// The field (`budget`).
+        field: &'static str,
+        /// The budget asked for, in bytes.
+        budget: u64,
+        /// Bytes held by every memory together.
+        held: u64,
+        /// Bytes held by each memory, by name (`main`, `staging`, `upload`).
+        held_by: Vec<(String, u64)>,
+    },
+
     /// A configuration file that could not be read.
     ///
     /// Retrying the same load only helps if the file is fixed meanwhile: create it, fix
@@ -299,6 +324,15 @@ fn show(bytes: u64) -> String {
     } else {
         format!("{bytes} bytes ({})", format_bytes(bytes))
     }
+}
+
+/// What each memory holds: `main 1.00 MiB, staging 0 B, upload 1.00 MiB`.
+fn held_text(held_by: &[(String, u64)]) -> String {
+    held_by
+        .iter()
+        .map(|(memory, bytes)| format!("{memory} {}", format_bytes(*bytes)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Where a key lives: an entry of the pools list, or the `[memory]` table itself.

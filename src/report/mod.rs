@@ -25,13 +25,15 @@ mod top_labels;
 pub use history::{EventKind, HistoryEvent, HistoryRing};
 pub use label_stack::LabelStack;
 pub use levels::{NO_LABEL, label_group, label_peaks};
-pub use out_of_memory::{LiveAllocation, OOM_LARGEST, OutOfMemoryDetail, PoolRoom};
+pub use out_of_memory::{
+    BudgetDetail, LiveAllocation, MemoryHeld, OOM_LARGEST, OutOfMemoryDetail, PoolRoom,
+};
 pub use page_map::{PageRun, PageStats, RunFill, page_runs};
 pub use snapshot::{
     MAIN_MEMORY, MemorySnapshot, MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
     SnapshotTotals,
 };
 pub use snapshot_error::SnapshotCheckError;
-pub use summary::{MemorySummary, pool_line};
+pub use summary::{BudgetUse, MemorySummary, pool_line};
 pub use timeline::{MARKED_KINDS, Timeline, TimelineMarker, TimelineSample};
 pub use top_labels::{OTHER_LABELS, TopLabels};

@@ -47,6 +47,65 @@ pub struct PoolRoom {
     pub fragmentation: f64,
 }
 
+/// The bytes of the pages one memory holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryHeld {
+    /// The memory, by name (`"main"`, `"staging"`, `"upload"`).
+    pub memory: String,
+    /// Bytes of its pages.
+    pub bytes: u64,
+}
+
+/// Why the budget refused a reservation: the budget, what each memory holds against it,
+/// and the largest free slice of any memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetDetail {
+    /// The budget over every memory, in bytes (`[memory] budget`, `Client::set_budget`).
+    pub budget: u64,
+    /// The memory whose reservation was refused.
+    pub memory: String,
+    /// Bytes the reservation asked for.
+    pub requested: u64,
+    /// What each memory holds, in bytes; together what is held against the budget.
+    pub held: Vec<MemoryHeld>,
+    /// The largest free slice of any page of any memory, in bytes: the biggest
+    /// reservation that fits without a new page.
+    pub largest_free_slice: u64,
+}
+
+impl BudgetDetail {
+    /// Bytes of every memory together.
+    pub fn held_total(&self) -> u64 {
+        self.held.iter().map(|held| held.bytes).sum()
+    }
+}
+
+impl fmt::Display for BudgetDetail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let held = self.held_total();
+        write!(
+            f,
+            "over the memory budget: reserving {} ({} bytes) in {} needs a new page, and the budget of {} ({} bytes) would be crossed; held: ",
+            format_bytes(self.requested),
+            self.requested,
+            self.memory,
+            format_bytes(self.budget),
+            self.budget
+        )?;
+        for (at, memory) in self.held.iter().enumerate() {
+            let comma = if at == 0 { "" } else { ", " };
+            write!(f, "{comma}{} {}", memory.memory, format_bytes(memory.bytes))?;
+        }
+        write!(
+            f,
+            " ({} together, {} left); largest free slice {}; free memory (drop handles) or raise the budget",
+            format_bytes(held),
+            format_bytes(self.budget.saturating_sub(held)),
+            format_bytes(self.largest_free_slice)
+        )
+    }
+}
+
 /// What held one memory at an out-of-memory: the [`OOM_LARGEST`] largest live
 /// allocations, largest first, and the free room of each pool that holds pages.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -55,6 +114,9 @@ pub struct OutOfMemoryDetail {
     pub largest: Vec<LiveAllocation>,
     /// Each pool that holds pages, in the memory's order.
     pub pools: Vec<PoolRoom>,
+    /// When the budget refused the reservation: the budget and what each memory holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetDetail>,
 }
 
 impl OutOfMemoryDetail {
@@ -110,12 +172,19 @@ impl OutOfMemoryDetail {
                 room
             })
             .collect();
-        OutOfMemoryDetail { largest, pools }
+        OutOfMemoryDetail {
+            largest,
+            pools,
+            budget: None,
+        }
     }
 }
 
 impl fmt::Display for OutOfMemoryDetail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(budget) = &self.budget {
+            writeln!(f, "{budget}")?;
+        }
         if self.largest.is_empty() {
             write!(f, "no live allocation")?;
         } else {

@@ -4,15 +4,79 @@ pub use crate::memory_management::pool_line;
 use crate::memory_management::{MemoryPoolsReport, MemoryReport, format_bytes};
 use core::fmt;
 
-/// Displays a [`MemoryReport`]: one line of totals, then each memory (the main pools
-/// and every auxiliary memory, such as staging) with its non-empty pools.
+/// Displays a [`MemoryReport`]: one line of totals, the budget when one is given
+/// ([`with_budget`](Self::with_budget)), then each memory (the main pools and every
+/// auxiliary memory, such as staging) with its non-empty pools.
 ///
 /// ```text
 /// memory: 12.00 MiB in use (3 allocations, 0 B padding) of 16.00 MiB reserved, efficiency 75.0 %
+/// budget: 64.00 MiB, 16.00 MiB held, 48.00 MiB left (peak held 16.00 MiB)
 ///   main pools:
 ///     pool 0: sliced (8.00 MiB pages, slices up to 2.00 MiB): 1 pages (peak 1), ...
 /// ```
-pub struct MemorySummary<'a>(pub &'a MemoryReport);
+pub struct MemorySummary<'a> {
+    report: &'a MemoryReport,
+    budget: Option<BudgetUse>,
+}
+
+impl<'a> MemorySummary<'a> {
+    /// The summary of `report`, without a budget line.
+    pub fn new(report: &'a MemoryReport) -> Self {
+        Self {
+            report,
+            budget: None,
+        }
+    }
+
+    /// Adds the budget line: the budget (or "none"), what is held against it and what is
+    /// left (`Client::budget` gives `budget`).
+    pub fn with_budget(mut self, budget: BudgetUse) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+}
+
+/// The budget over every memory of a client and what is held against it, in bytes
+/// (`Client::budget`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetUse {
+    /// The cap on the bytes of every page of every memory (main, readback staging,
+    /// upload staging together), or `None` for no cap.
+    pub budget: Option<u64>,
+    /// Bytes of every page held now (each buffer's real size).
+    pub held: u64,
+    /// The most bytes ever held at once: never above the budget in force when they were
+    /// taken.
+    pub peak_held: u64,
+}
+
+impl BudgetUse {
+    /// Bytes left under the budget (`None` without one).
+    pub fn left(&self) -> Option<u64> {
+        self.budget.map(|budget| budget.saturating_sub(self.held))
+    }
+}
+
+impl fmt::Display for BudgetUse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.budget, self.left()) {
+            (Some(budget), Some(left)) => write!(
+                f,
+                "budget: {}, {} held, {} left (peak held {})",
+                format_bytes(budget),
+                format_bytes(self.held),
+                format_bytes(left),
+                format_bytes(self.peak_held)
+            ),
+            _ => write!(
+                f,
+                "budget: none, {} held (peak held {})",
+                format_bytes(self.held),
+                format_bytes(self.peak_held)
+            ),
+        }
+    }
+}
 
 fn write_pools(f: &mut fmt::Formatter<'_>, title: &str, pools: &MemoryPoolsReport) -> fmt::Result {
     writeln!(f, "  {title}:")?;
@@ -40,7 +104,7 @@ fn write_pools(f: &mut fmt::Formatter<'_>, title: &str, pools: &MemoryPoolsRepor
 
 impl fmt::Display for MemorySummary<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let usage = self.0.usage();
+        let usage = self.report.usage();
         let efficiency = match usage.bytes_reserved {
             0 => 100.0,
             reserved => usage.bytes_in_use as f64 * 100.0 / reserved as f64,
@@ -53,7 +117,10 @@ impl fmt::Display for MemorySummary<'_> {
             format_bytes(usage.bytes_padding),
             format_bytes(usage.bytes_reserved),
         )?;
-        for stream in &self.0.streams {
+        if let Some(budget) = &self.budget {
+            writeln!(f, "{budget}")?;
+        }
+        for stream in &self.report.streams {
             write_pools(f, "main pools", &stream.pools)?;
             for auxiliary in &stream.auxiliary {
                 write_pools(f, &auxiliary.name, &auxiliary.pools)?;

@@ -161,15 +161,24 @@ impl Batch {
             outputs,
             uploads,
         } = self;
-        let (submission, error) = capture(device, || {
+        // Unmapped in scopes of their own: an unmap wgpu refuses is no error of the
+        // recorded work, so it must not fail the batch and claim outputs that ran.
+        let ((), unmap_error) = capture(device, || {
             for page in &uploads {
                 page.unmap();
             }
+        });
+        if let Some(error) = unmap_error {
+            tracing::debug!(%error, "wgpu refused to unmap an upload staging page");
+        }
+        // Should an application callback panic inside the submit, dropping `uploads`
+        // while unwinding maps each page again (`UploadPage`'s guard).
+        let (submission, error) = capture(device, || {
             let buffers = encoder.map(|encoder| encoder.finish());
             queue.submit(buffers)
         });
         for page in uploads {
-            page.remap(device);
+            page.remap();
         }
         match error {
             None => Ok(submission),

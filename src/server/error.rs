@@ -16,6 +16,16 @@ fn snapshot_line(snapshot: Option<&std::path::Path>) -> String {
     })
 }
 
+/// The reservation's own error as the first line of an out-of-memory message, unless the
+/// budget refused it (its line in the detail says more, and "out of device memory" would
+/// mislead).
+fn reserve_line(error: &ReserveError, detail: &OutOfMemoryDetail) -> String {
+    match detail.budget {
+        Some(_) => String::new(),
+        None => format!("{error}\n"),
+    }
+}
+
 /// Why a [`Client`](crate::Client) operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -46,7 +56,11 @@ pub enum ClientError {
     /// A main-memory reservation ran out of room: the device refused a page
     /// ([`ReserveError::OutOfMemory`]) or every accepting pool is capped and full
     /// ([`ReserveError::PoolCapacityExceeded`]), even after a cleanup and a wait for the
-    /// bytes pending release.
+    /// bytes pending release. Or a reservation in any memory (main, readback staging,
+    /// upload staging) would have crossed the budget
+    /// ([`set_budget`](crate::Client::set_budget), `[memory] budget`) even after every
+    /// memory gave its free pages back: then `detail.budget` names the budget, what each
+    /// memory holds and the largest free slice, and the message starts with it.
     ///
     /// `detail` names the five largest live allocations (size, label and age when history
     /// is on, id, pool) and each pool's free room, largest free slice and fragmentation,
@@ -55,7 +69,7 @@ pub enum ClientError {
     /// the whole snapshot was written there (`snapshot`); draw it with
     /// `examples/memory_viz`. A snapshot that could not be written is logged and
     /// `snapshot` is `None`.
-    #[error("{error}\n{detail}{}", snapshot_line(.snapshot.as_deref()))]
+    #[error("{}{detail}{}", reserve_line(error, detail), snapshot_line(.snapshot.as_deref()))]
     OutOfMemory {
         /// The reservation's error, with the memory's numbers.
         #[source]

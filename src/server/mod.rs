@@ -12,6 +12,7 @@
 //! are defined here, the layer that gives them meaning, and re-exported by the client.
 
 mod batch;
+mod budget;
 mod caches;
 mod compaction;
 mod error;
@@ -33,13 +34,15 @@ mod upload;
 mod upload_page;
 
 pub use batch::SubmitPolicy;
+pub use budget::BUDGET_FIELD;
 pub use caches::{MAX_BIND_GROUPS, MAX_PIPELINES};
 pub use error::ClientError;
 pub use handle::{Handle, HandleResource, MAX_QUEUED_RELEASES};
 pub use kernel::Kernel;
 pub use lost::DeviceLostCallback;
+pub use pending::STAGING_IDLE_OPERATIONS;
 pub use read_bytes::ReadBytes;
-pub use upload::{ARENA_BYTES, MAX_IN_FLIGHT, SHARED_WRITE};
+pub use upload::{MAX_IN_FLIGHT, SMALLEST_UPLOAD_PAGE, STAGING_IDLE_RESERVATIONS};
 
 pub(crate) use batch::{Batch, BatchFailure};
 use handle::DropNotice;
@@ -54,6 +57,7 @@ use crate::memory_management::{
     MemoryPoolOptions, MemoryReport, PoolLayout, PoolType, StreamMemoryReport,
 };
 use crate::storage::WgpuStorage;
+use crate::storage::wgpu_storage::budget::Budget;
 use crate::storage::wgpu_storage::limits::{staging_memory_properties, storage_memory_properties};
 use batch::PendingWork;
 use caches::{BindGroupKey, CachedPipeline, Lru, PipelineKey};
@@ -95,6 +99,12 @@ pub(crate) struct Server {
     pins: std::sync::Arc<compaction::PinTable>,
     /// The bound on the bytes one compaction pass moves (0: compaction off).
     max_move_bytes: u64,
+    /// The cap over the pages of all three memories, shared by their storages.
+    budget: std::sync::Arc<Budget>,
+    /// When the staging memories last reserved, in client operations.
+    idle: pending::IdleClock,
+    /// The budget's refusal of the last failed reservation, if it met one.
+    refused: Option<budget::BudgetRefusal>,
 }
 
 impl Server {
@@ -108,15 +118,20 @@ impl Server {
                 MemoryManagementOptions::new("main").pools(pools),
             ),
         };
+        let budget = std::sync::Arc::new(Budget::default());
         let main = MemoryManagement::from_configuration(
-            WgpuStorage::new(device.clone(), MAIN_USAGE, main_properties.alignment),
+            WgpuStorage::new(device.clone(), MAIN_USAGE, main_properties.alignment)
+                .with_budget(budget.clone()),
             &main_properties,
             config,
             options,
         );
         Self {
-            staging: readback_staging(&device, &limits),
-            uploads: UploadStaging::new(&device),
+            staging: readback_staging(&device, &limits, budget.clone()),
+            uploads: UploadStaging::new(&device, budget.clone()),
+            budget,
+            idle: pending::IdleClock::default(),
+            refused: None,
             device,
             limits,
             main,
@@ -143,21 +158,7 @@ impl Server {
     pub(crate) fn empty(&mut self, size: u64) -> Result<Handle, ClientError> {
         self.check_lost("create")?;
         self.release_dropped();
-        let bind_groups = &mut self.bind_groups;
-        let mut idle = pending::IdleStaging {
-            staging: &mut self.staging,
-            upload: &mut self.uploads.memory,
-            bind_groups: &mut || bind_groups.clear(),
-        };
-        let mut room = compaction::RoomInBatch {
-            pending: &mut self.pending,
-            device: &self.device,
-            pins: &self.pins,
-            max_bytes: self.max_move_bytes,
-        };
-        let memory = self.main.reserve_making_room(size, &mut idle, &mut room);
-        self.forget_given_back_pages();
-        let memory = memory?;
+        let memory = self.reserve_main(size)?;
         Ok(Handle {
             last_drop: DropNotice::new(&self.released, &memory),
             memory,
@@ -285,12 +286,28 @@ impl Server {
             + self.uploads.memory.bytes_allocated()
     }
 
+    /// The three memories, by the names reports give them.
+    pub(crate) fn memories(&self) -> [(&'static str, &MemoryManagement<WgpuStorage>); 3] {
+        [
+            (crate::report::MAIN_MEMORY, &self.main),
+            ("staging", &self.staging),
+            ("upload", &self.uploads.memory),
+        ]
+    }
+
+    /// Counts one client operation on the staging memories' idle clock
+    /// ([`STAGING_IDLE_OPERATIONS`]): a staging memory idle that long gives its free
+    /// pages back.
+    pub(crate) fn tick(&mut self) {
+        self.idle.tick(&mut self.staging, &mut self.uploads);
+    }
+
     /// Takes the recorded work out as one batch, or `None` when nothing is recorded.
     ///
     /// The ranges that slices moved by a compaction left are released here: the batch
     /// carries their copies, and whatever is recorded next lands in a later submission.
     pub(crate) fn take_batch(&mut self) -> Option<Batch> {
-        self.uploads.close_arena();
+        self.uploads.close_batch();
         self.main.release_moved();
         (!self.pending.is_empty()).then(|| self.pending.take())
     }
@@ -346,17 +363,24 @@ impl Server {
 
 /// The readback staging memory: exclusive MAP_READ pages (a mapped buffer maps whole, so
 /// two reads never share one), one pool for every size, so a read that needs a new page
-/// gives back the idle pages of other sizes first (field scenario C10).
-fn readback_staging(device: &wgpu::Device, limits: &wgpu::Limits) -> MemoryManagement<WgpuStorage> {
+/// gives back the idle pages of other sizes first (field scenario C10). A free page not
+/// taken over [`STAGING_IDLE_RESERVATIONS`] reservations goes back, and so does every
+/// free page once the memory is idle for [`STAGING_IDLE_OPERATIONS`]. Its pages are
+/// taken from `budget`.
+fn readback_staging(
+    device: &wgpu::Device,
+    limits: &wgpu::Limits,
+    budget: std::sync::Arc<Budget>,
+) -> MemoryManagement<WgpuStorage> {
     let properties = staging_memory_properties(limits);
     let pool = MemoryPoolOptions {
         pool_type: PoolType::ExclusivePages {
             max_alloc_size: properties.max_page_size,
         },
-        dealloc_period: Some(5000),
+        dealloc_period: Some(STAGING_IDLE_RESERVATIONS),
     };
     MemoryManagement::from_configuration(
-        WgpuStorage::new(device.clone(), STAGING_USAGE, properties.alignment),
+        WgpuStorage::new(device.clone(), STAGING_USAGE, properties.alignment).with_budget(budget),
         &properties,
         MemoryConfiguration::ExclusivePages,
         MemoryManagementOptions::new("staging")

@@ -229,7 +229,7 @@ impl Server {
                 limit,
             });
         }
-        let staging = self.staging.reserve(total)?;
+        let staging = self.reserve_readback(total)?;
         let target = self
             .staging
             .get_resource(&staging.clone().binding(), None, None)?;

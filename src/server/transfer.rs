@@ -5,13 +5,15 @@
 //! aligned middle is one buffer copy, and the at most two edge words the write covers
 //! only in part are merged on the GPU by a one-invocation kernel
 //! (`shaders/merge_edges.wgsl`): the bytes the write covers take the new value, the
-//! others keep what the target held at that point of the queue. Nothing is read back,
-//! nothing waits.
+//! others keep what the target held at that point of the queue. The new value of an edge
+//! word is copied on the GPU from the staging word that holds it, so the host never
+//! reads mapped staging memory (which wgpu's write-only views forbid, and which may be
+//! write-combined). Nothing is read back, nothing waits.
 
 use super::error::ClientError;
 use super::handle::Handle;
 use super::kernel::Kernel;
-use super::upload::Edges;
+use super::upload::Region;
 use super::{Server, wgpu_error};
 use crate::storage::wgpu_storage::limits::COPY_ALIGNMENT;
 use std::sync::Arc;
@@ -19,6 +21,10 @@ use std::sync::Arc;
 /// One edge word to merge: its index in the target binding, the mask of the bytes the
 /// write covers, and the word as written. Laid out as the shader's `Edge`.
 type EdgeRecord = [u32; 4];
+
+/// An edge to merge: its record (the value word left 0) and the offset, from the start
+/// of the write's staging region, of the staging word that holds its new value.
+type Edge = (EdgeRecord, u64);
 
 impl Server {
     /// Writes `len` bytes at byte `offset` of `handle`, filled by `fill` straight into the
@@ -36,10 +42,11 @@ impl Server {
         handle: &Handle,
         offset: u64,
         len: u64,
-        fill: impl FnOnce(&mut [u8]),
+        fill: impl FnOnce(wgpu::WriteOnly<'_, [u8]>),
     ) -> Result<(), ClientError> {
         self.check_lost("write")?;
         self.check_owner(handle, "write")?;
+        self.tick();
         if offset.checked_add(len).is_none_or(|end| end > handle.size) {
             return Err(ClientError::OutOfBounds {
                 operation: "write",
@@ -53,8 +60,8 @@ impl Server {
         }
         let target = self.resource(handle)?;
         let shift = offset % COPY_ALIGNMENT;
-        let region = self.uploads.region(shift + len, &mut self.pending)?;
-        let edges = region.fill(shift, len, fill)?;
+        let region = self.upload_region(shift + len)?;
+        region.fill(shift, len, fill)?;
         let end = offset + len;
         let (first, last) = (
             offset.next_multiple_of(COPY_ALIGNMENT),
@@ -70,35 +77,52 @@ impl Server {
                 last - first,
             );
         }
-        let records = edge_records(offset, len, &edges);
-        if !records.is_empty() {
-            self.merge_edges(handle, &records)?;
+        let edges = edges(offset, len);
+        if !edges.is_empty() {
+            self.merge_edges(handle, &region, &edges)?;
         }
         let binding = handle.binding();
         self.main.written(&binding, offset..end);
         self.pending.output(&binding, offset..end);
         self.pending.count_bytes(len);
-        tracing::debug!(bytes = len, offset, merged_edges = records.len(), "upload");
+        tracing::debug!(bytes = len, offset, merged_edges = edges.len(), "upload");
         Ok(())
     }
 
     /// Records the edge merge: the records go through staging into a small main-memory
-    /// slice, which the merge kernel reads beside the target.
-    fn merge_edges(&mut self, handle: &Handle, records: &[EdgeRecord]) -> Result<(), ClientError> {
-        let bytes: &[u8] = bytemuck::cast_slice(records);
+    /// slice, each edge's new value is copied there from the write's staging `data` on
+    /// the GPU, and the merge kernel reads the slice beside the target.
+    fn merge_edges(
+        &mut self,
+        handle: &Handle,
+        data: &Region,
+        edges: &[Edge],
+    ) -> Result<(), ClientError> {
+        let records: Vec<EdgeRecord> = edges.iter().map(|(record, _)| *record).collect();
+        let bytes: &[u8] = bytemuck::cast_slice(&records);
         let params = self.empty(bytes.len() as u64)?;
-        let region = self.uploads.region(bytes.len() as u64, &mut self.pending)?;
-        region.fill(0, bytes.len() as u64, |target| {
+        let region = self.upload_region(bytes.len() as u64)?;
+        region.fill(0, bytes.len() as u64, |mut target| {
             target.copy_from_slice(bytes)
         })?;
         let resource = self.resource(&params)?;
-        self.pending.encoder(&self.device).copy_buffer_to_buffer(
+        let encoder = self.pending.encoder(&self.device);
+        encoder.copy_buffer_to_buffer(
             &region.buffer,
             region.offset,
             &resource.buffer,
             resource.offset,
             bytes.len() as u64,
         );
+        for (index, (_, source)) in edges.iter().enumerate() {
+            encoder.copy_buffer_to_buffer(
+                &data.buffer,
+                data.offset + source,
+                &resource.buffer,
+                resource.offset + (index * size_of::<EdgeRecord>()) as u64 + VALUE_OFFSET,
+                COPY_ALIGNMENT,
+            );
+        }
         let kernel = self.merge_kernel.clone();
         self.encode_dispatch(&kernel, [1, 1, 1], &[handle, &params])
             .map_err(|error| match error {
@@ -135,14 +159,19 @@ pub(crate) fn merge_kernel() -> Kernel {
     )
 }
 
+/// Byte offset of the value word in an [`EdgeRecord`].
+const VALUE_OFFSET: u64 = 8;
+
 /// The edge words a write of `len` bytes at `offset` covers only in part, as merge
-/// records. `edges` holds the staging range's first and last words, which line up with
-/// the target words of the write's first and last bytes.
-fn edge_records(offset: u64, len: u64, edges: &Edges) -> Vec<EdgeRecord> {
+/// records with the staging word of each one's new value. The write's staging region
+/// lines its words up with the target's: the target word of the write's first byte is
+/// the region's first word.
+fn edges(offset: u64, len: u64) -> Vec<Edge> {
     let end = offset + len;
     let head_word = offset / COPY_ALIGNMENT;
     let tail_word = (end - 1) / COPY_ALIGNMENT;
-    let mut records = Vec::with_capacity(2);
+    let staging_word = |word: u64| (word - head_word) * COPY_ALIGNMENT;
+    let mut edges = Vec::with_capacity(2);
     let shift = offset % COPY_ALIGNMENT;
     if shift != 0 {
         let covered_end = if tail_word == head_word {
@@ -150,55 +179,66 @@ fn edge_records(offset: u64, len: u64, edges: &Edges) -> Vec<EdgeRecord> {
         } else {
             COPY_ALIGNMENT
         };
-        records.push(record(head_word, shift..covered_end, edges.head));
+        edges.push((
+            record(head_word, shift..covered_end),
+            staging_word(head_word),
+        ));
     }
     let tail_partial = !end.is_multiple_of(COPY_ALIGNMENT);
     if tail_partial && !(shift != 0 && tail_word == head_word) {
-        records.push(record(tail_word, 0..end % COPY_ALIGNMENT, edges.tail));
+        edges.push((
+            record(tail_word, 0..end % COPY_ALIGNMENT),
+            staging_word(tail_word),
+        ));
     }
-    records
+    edges
 }
 
-/// A merge record for `word`, covering bytes `covered` of it (0..4, little-endian).
-fn record(word: u64, covered: std::ops::Range<u64>, value: [u8; 4]) -> EdgeRecord {
+/// A merge record for `word`, covering bytes `covered` of it (0..4, little-endian); its
+/// value is copied in on the GPU.
+fn record(word: u64, covered: std::ops::Range<u64>) -> EdgeRecord {
     let mask = covered.fold(0u32, |mask, byte| mask | (0xff << (8 * byte)));
-    [word as u32, mask, u32::from_le_bytes(value), 0]
+    [word as u32, mask, 0, 0]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn edges(head: [u8; 4], tail: [u8; 4]) -> Edges {
-        Edges { head, tail }
-    }
-
     #[test]
     fn an_aligned_write_merges_nothing() {
-        assert!(edge_records(8, 16, &edges([0; 4], [0; 4])).is_empty());
+        assert!(edges(8, 16).is_empty());
     }
 
     #[test]
     fn a_write_inside_one_word_merges_that_word_once() {
-        let records = edge_records(5, 2, &edges([0, 1, 2, 0], [9; 4]));
-        assert_eq!(
-            records,
-            vec![[1, 0x00ff_ff00, u32::from_le_bytes([0, 1, 2, 0]), 0]]
-        );
+        assert_eq!(edges(5, 2), vec![([1, 0x00ff_ff00, 0, 0], 0)]);
     }
 
     #[test]
     fn an_unaligned_write_merges_its_head_and_tail_words() {
-        // Bytes 3..10: head word 0 covers byte 3, tail word 2 covers bytes 8 and 9.
-        let records = edge_records(3, 7, &edges([0, 0, 0, 7], [8, 9, 0, 0]));
-        assert_eq!(records.len(), 2);
-        assert_eq!(records[0][..2], [0, 0xff00_0000]);
-        assert_eq!(records[1][..2], [2, 0x0000_ffff]);
+        // Bytes 3..10: head word 0 covers byte 3, tail word 2 covers bytes 8 and 9; the
+        // tail's value is the region's third word.
+        assert_eq!(
+            edges(3, 7),
+            vec![([0, 0xff00_0000, 0, 0], 0), ([2, 0x0000_ffff, 0, 0], 8)]
+        );
     }
 
     #[test]
     fn a_write_ending_unaligned_merges_only_its_tail() {
-        let records = edge_records(4, 5, &edges([1; 4], [5, 0, 0, 0]));
-        assert_eq!(records, vec![[2, 0xff, 5, 0]]);
+        assert_eq!(edges(4, 5), vec![([2, 0xff, 0, 0], 4)]);
+    }
+
+    #[test]
+    fn the_value_offset_is_the_shader_edge_value_field() {
+        let shader = include_str!("../../shaders/merge_edges.wgsl");
+        let fields: Vec<&str> = shader
+            .split("struct Edge {")
+            .nth(1)
+            .and_then(|rest| rest.split('}').next())
+            .map(|body| body.split(',').map(str::trim).collect())
+            .unwrap_or_default();
+        assert_eq!(fields[(VALUE_OFFSET / 4) as usize], "value: u32");
     }
 }

@@ -2,20 +2,32 @@
 //!
 //! The rule that makes reuse safe: **a free staging slice lies in a mapped page.**
 //!
-//! 1. Pages are made mapped (`mapped_at_creation`). A write reserves a slice, fills it
-//!    through the mapped range (the caller's bytes copied once, or `write_with`'s closure
-//!    writing straight into it), and records a copy from it into the target in the
-//!    pending encoder. Writes up to [`SHARED_WRITE`] bytes share one slice of
-//!    [`ARENA_BYTES`] (small writes share a staging page).
-//! 2. The batch that carries the copies unmaps the pages just before its submit (a
+//! 1. Pages are made mapped (`mapped_at_creation`), in few sizes
+//!    ([`upload_page_size`]): [`SMALLEST_UPLOAD_PAGE`] and the powers of two above it. A
+//!    page is one slice of the upload memory: a page maps and unmaps whole, so two
+//!    batches never share one.
+//! 2. The writes of one batch share its pages: a write takes the next bytes of the
+//!    batch's open page, or, when they do not fit, a page of the smallest size that holds
+//!    it (a free one of that size, or a new one; when no page of that size can be had,
+//!    one of just the write's size); of the two, the page with more room left stays
+//!    open. So a write of `n` bytes never takes a page larger than
+//!    `max(2n, 256 KiB)` rounded to a power of two, whatever idle pages there are (the
+//!    memory's exclusive pool reuses a free page at most half again the size asked:
+//!    with page sizes a power of two apart, a page of the very size asked).
+//! 3. A write fills its range through the mapped range's write-only view (the caller's
+//!    bytes copied once, or `write_with`'s closure writing straight into it); nothing
+//!    ever reads the mapped memory (wgpu's contract: it may be write-combined).
+//! 4. The batch that carries the copies unmaps its pages just before its submit (a
 //!    submission may not use a mapped buffer), then asks wgpu to map each page again for
-//!    writing. wgpu runs that map only after the submission read the page: the map's
-//!    completion is the fence that the staging slice waits behind.
-//! 3. The map callback drops the staging handle: the slice is free again, in a mapped
-//!    page, for the next write. Until then the page counts as in flight
-//!    ([`UploadStaging::in_flight`]); the client waits for the device when in-flight
-//!    bytes pass [`MAX_IN_FLIGHT`], so a stream of writes holds a bounded amount of
-//!    staging.
+//!    writing ([`UploadPage`]). wgpu runs that map only after the submission read the
+//!    page: the map's completion is the fence the page waits behind. The remap runs even
+//!    when an application callback panics inside the submit.
+//! 5. The map callback drops the page's handle: the page is free again, mapped, for a
+//!    later batch. Until then it counts as in flight ([`UploadStaging::in_flight`]); the
+//!    client waits for the device when in-flight bytes pass [`MAX_IN_FLIGHT`], so a
+//!    stream of writes holds a bounded amount of staging.
+//! 6. Free pages go back to the driver by themselves (see [`STAGING_IDLE_RESERVATIONS`]
+//!    and [`STAGING_IDLE_OPERATIONS`](super::STAGING_IDLE_OPERATIONS)), without a cleanup.
 
 use super::batch::PendingWork;
 use super::error::ClientError;
@@ -24,23 +36,28 @@ use crate::memory_management::{
     MemoryConfiguration, MemoryManagement, MemoryManagementOptions, MemoryPoolOptions, PoolType,
 };
 use crate::storage::WgpuStorage;
+use crate::storage::wgpu_storage::budget::Budget;
 use crate::storage::wgpu_storage::limits::{COPY_ALIGNMENT, staging_memory_properties};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The usages of upload staging pages: mapped for writing, copied from.
-pub(crate) const UPLOAD_USAGE: wgpu::BufferUsages =
-    wgpu::BufferUsages::MAP_WRITE.union(wgpu::BufferUsages::COPY_SRC);
-
-/// Writes up to this many bytes share a staging slice with other small writes.
-pub const SHARED_WRITE: u64 = 64 << 10;
-
-/// Bytes of the staging slice small writes share.
-pub const ARENA_BYTES: u64 = 1 << 20;
+/// The smallest upload staging page, in bytes: 256 KiB. Writes smaller than a page share
+/// it with the other writes of their batch. A batch leaves its last page part empty
+/// (half, on average) until the page comes back, so the smallest page is kept small;
+/// 256 KiB still holds 64 writes of 4 KiB, so a batch of small writes maps and unmaps
+/// few pages.
+pub const SMALLEST_UPLOAD_PAGE: u64 = 256 << 10;
 
 /// Upload staging bytes in flight (submitted, not yet mapped again) above which a write
 /// first waits for the device: 256 MiB.
 pub const MAX_IN_FLIGHT: u64 = 256 << 20;
+
+/// A free staging page that this many reservations of its memory in a row did not take
+/// goes back to the driver: 64. Staging pages serve bursts; a loop reuses its pages on
+/// every pass, so a page 64 page reservations have passed by belongs to a burst that is
+/// over. Re-making a page is one `create_buffer` (and the driver zeroing it), paid at
+/// most once per 64 reservations per page.
+pub const STAGING_IDLE_RESERVATIONS: u64 = 64;
 
 /// Copies of at least this many bytes are split over several threads.
 const PARALLEL_COPY: usize = 8 << 20;
@@ -48,12 +65,16 @@ const PARALLEL_COPY: usize = 8 << 20;
 /// The upload staging memory of a client.
 pub(crate) struct UploadStaging {
     pub(crate) memory: MemoryManagement<WgpuStorage>,
-    arena: Option<Arena>,
+    /// The page of the open batch that has the most room left, if any.
+    open: Option<OpenPage>,
     in_flight: Arc<AtomicU64>,
+    /// Page reservations so far (the server's idle clock compares it).
+    reservations: u64,
+    device: wgpu::Device,
 }
 
-/// The slice small writes of the current batch share: bytes `[cursor, end)` are free.
-struct Arena {
+/// A page of the open batch: bytes `[cursor, end)` of `buffer` are free and mapped.
+struct OpenPage {
     buffer: wgpu::Buffer,
     cursor: u64,
     end: u64,
@@ -65,29 +86,43 @@ pub(crate) struct Region {
     pub(crate) offset: u64,
 }
 
+/// The staging page size for a write of `len` bytes (aligned), on a device whose largest
+/// page is `largest` bytes: [`SMALLEST_UPLOAD_PAGE`], or the next power of two of `len`
+/// above it, or `len` itself where that power of two is over `largest`.
+pub(crate) fn upload_page_size(len: u64, largest: u64) -> u64 {
+    let size = len.max(SMALLEST_UPLOAD_PAGE).next_power_of_two();
+    if size <= largest {
+        size
+    } else {
+        len.max(SMALLEST_UPLOAD_PAGE.min(largest))
+    }
+}
+
 impl UploadStaging {
-    pub(crate) fn new(device: &wgpu::Device) -> Self {
+    pub(crate) fn new(device: &wgpu::Device, budget: Arc<Budget>) -> Self {
         let properties = staging_memory_properties(&device.limits());
-        // A page maps whole, so slices are pages of their own (exclusive pages).
+        // A page maps whole, so slices are pages of their own (exclusive pages); not
+        // transient: a request takes a free page at most half again its size.
         let pool = MemoryPoolOptions {
             pool_type: PoolType::ExclusivePages {
                 max_alloc_size: properties.max_page_size,
             },
-            dealloc_period: Some(5000),
+            dealloc_period: Some(STAGING_IDLE_RESERVATIONS),
         };
         let memory = MemoryManagement::from_configuration(
             WgpuStorage::new(device.clone(), UPLOAD_USAGE, properties.alignment)
-                .mapped_at_creation(),
+                .mapped_at_creation()
+                .with_budget(budget),
             &properties,
             MemoryConfiguration::ExclusivePages,
-            MemoryManagementOptions::new("upload")
-                .pools(vec![pool])
-                .transient(),
+            MemoryManagementOptions::new("upload").pools(vec![pool]),
         );
         Self {
             memory,
-            arena: None,
+            open: None,
             in_flight: Arc::new(AtomicU64::new(0)),
+            reservations: 0,
+            device: device.clone(),
         }
     }
 
@@ -96,61 +131,83 @@ impl UploadStaging {
         self.in_flight.clone()
     }
 
-    /// Reserves `len` bytes of mapped staging for the pending batch: a share of the
-    /// small-write slice, or a slice of its own. The offset is a multiple of
+    /// Page reservations made so far.
+    pub(crate) fn reservations(&self) -> u64 {
+        self.reservations
+    }
+
+    /// Reserves `len` bytes of mapped staging for the pending batch: the next bytes of
+    /// its open page, or the start of a new page. The offset is a multiple of
     /// `wgpu::MAP_ALIGNMENT`.
     ///
     /// # Errors
-    /// [`ClientError::Reserve`] when the staging memory cannot hold `len` bytes.
+    /// [`ClientError::Reserve`] when the staging memory cannot hold `len` bytes (over the
+    /// device's largest buffer, or out of room: the device or the budget refused a page).
     pub(crate) fn region(
         &mut self,
         len: u64,
         pending: &mut PendingWork,
     ) -> Result<Region, ClientError> {
         let len = len.max(1).next_multiple_of(wgpu::MAP_ALIGNMENT);
-        if len > SHARED_WRITE {
-            let (buffer, offset) = self.page(len, pending)?;
-            return Ok(Region { buffer, offset });
-        }
-        if self
-            .arena
-            .as_ref()
-            .is_none_or(|arena| arena.end - arena.cursor < len)
+        if let Some(open) = self
+            .open
+            .as_mut()
+            .filter(|open| open.end - open.cursor >= len)
         {
-            let (buffer, offset) = self.page(ARENA_BYTES, pending)?;
-            self.arena = Some(Arena {
-                buffer,
-                cursor: offset,
-                end: offset + ARENA_BYTES,
+            let offset = open.cursor;
+            open.cursor += len;
+            return Ok(Region {
+                buffer: open.buffer.clone(),
+                offset,
             });
         }
-        let arena = self.arena.as_mut().expect("made above");
-        let offset = arena.cursor;
-        arena.cursor += len;
-        Ok(Region {
-            buffer: arena.buffer.clone(),
-            offset,
-        })
+        let size = upload_page_size(len, self.memory.largest_page());
+        let (buffer, offset, size) = match self.page(size, pending) {
+            Ok((buffer, offset)) => (buffer, offset, size),
+            // Out of room for a page of the usual size (a budget near its end, a device
+            // near full): a page of just the write's size may still fit.
+            Err(error) if out_of_room(&error) && size > len => {
+                let (buffer, offset) = self.page(len, pending)?;
+                (buffer, offset, len)
+            }
+            Err(error) => return Err(error),
+        };
+        let page = OpenPage {
+            buffer: buffer.clone(),
+            cursor: offset + len,
+            end: offset + size,
+        };
+        // Of the old open page and the new one, the one with more room stays open.
+        if self
+            .open
+            .as_ref()
+            .is_none_or(|open| open.end - open.cursor < page.end - page.cursor)
+        {
+            self.open = Some(page);
+        }
+        Ok(Region { buffer, offset })
     }
 
-    /// Closes the small-write slice: the batch that used it is being submitted.
-    pub(crate) fn close_arena(&mut self) {
-        self.arena = None;
+    /// Closes the batch's pages: the batch that used them is being submitted.
+    pub(crate) fn close_batch(&mut self) {
+        self.open = None;
     }
 
-    /// A new staging slice of `len` bytes, noted in the pending batch.
+    /// A staging page of `size` bytes, noted in the pending batch.
     fn page(
         &mut self,
-        len: u64,
+        size: u64,
         pending: &mut PendingWork,
     ) -> Result<(wgpu::Buffer, u64), ClientError> {
-        let handle = self.memory.reserve(len)?;
+        self.reservations += 1;
+        let handle = self.memory.reserve(size)?;
         let resource = self
             .memory
             .get_resource(&handle.clone().binding(), None, None)?;
         self.in_flight
             .fetch_add(resource.buffer.size(), Ordering::Relaxed);
         pending.upload(UploadPage::new(
+            &self.device,
             handle,
             resource.buffer.clone(),
             self.in_flight.clone(),
@@ -159,10 +216,15 @@ impl UploadStaging {
     }
 }
 
+/// Whether `error` is a reservation out of room (so giving back other memories' free
+/// pages may help).
+pub(crate) fn out_of_room(error: &ClientError) -> bool {
+    matches!(error, ClientError::Reserve(error) if error.is_out_of_room())
+}
+
 impl Region {
-    /// Fills `[at, at + len)` of the region through its mapped range with `fill`, and
-    /// returns the bytes of the region's first and last 4-byte words as written (what an
-    /// unaligned write's edge words need).
+    /// Fills `[at, at + len)` of the region through the write-only view of its mapped
+    /// range with `fill`. Nothing of the mapped range is read.
     ///
     /// # Errors
     /// [`ClientError::Map`] when the range is not mapped (a lost device).
@@ -170,8 +232,9 @@ impl Region {
         &self,
         at: u64,
         len: u64,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> Result<Edges, ClientError> {
+        fill: impl FnOnce(wgpu::WriteOnly<'_, [u8]>),
+    ) -> Result<(), ClientError> {
+        // wgpu maps ranges that start at MAP_ALIGNMENT and span whole 4-byte words.
         let end = (at + len)
             .next_multiple_of(COPY_ALIGNMENT)
             .max(COPY_ALIGNMENT);
@@ -182,31 +245,21 @@ impl Region {
                 size: len,
                 message: format!("upload staging range not mapped: {error}"),
             })?;
-        let mut write = view.slice(..);
-        let pointer = write.as_raw_element_ptr();
-        // SAFETY: the view is a live, exclusive mapping of `end` bytes (wgpu refuses
-        // overlapping views), which wgpu initialised (zeroed when the page was made,
-        // our own bytes since), and it outlives `bytes`.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(pointer.as_ptr(), end as usize) };
-        let data = &mut bytes[at as usize..(at + len) as usize];
-        fill(data);
-        let word =
-            |start: usize| -> [u8; 4] { bytes[start..start + 4].try_into().unwrap_or([0; 4]) };
-        Ok(Edges {
-            head: word(0),
-            tail: word(end as usize - 4),
-        })
+        fill(view.slice(at as usize..(at + len) as usize));
+        Ok(())
     }
 }
 
-/// The first and last 4-byte words of a filled region.
-pub(crate) struct Edges {
-    pub(crate) head: [u8; 4],
-    pub(crate) tail: [u8; 4],
-}
+/// The piece of a large copy one thread takes at a time, in bytes.
+const COPY_PIECE: usize = 64 << 10;
 
 /// Copies `source` into `target` (same length), over several threads when large.
-pub(crate) fn copy_bytes(target: &mut [u8], source: &[u8]) {
+///
+/// wgpu's write-only view of a byte slice cannot move to another thread, but a view of a
+/// fixed-size array can: the target is cut into [`COPY_PIECE`]-byte arrays, dealt out to
+/// the threads in runs, and the tail is copied here.
+pub(crate) fn copy_bytes(target: wgpu::WriteOnly<'_, [u8]>, source: &[u8]) {
+    let mut target = target;
     if source.len() < PARALLEL_COPY {
         target.copy_from_slice(source);
         return;
@@ -215,10 +268,76 @@ pub(crate) fn copy_bytes(target: &mut [u8], source: &[u8]) {
         .map(|count| count.get())
         .unwrap_or(1)
         .clamp(1, 8);
-    let chunk = source.len().div_ceil(threads).next_multiple_of(4096);
-    std::thread::scope(|scope| {
-        for (target, source) in target.chunks_mut(chunk).zip(source.chunks(chunk)) {
-            scope.spawn(move || target.copy_from_slice(source));
+    let (pieces, mut tail) = target.into_chunks::<COPY_PIECE>();
+    let whole = pieces.len() * COPY_PIECE;
+    let per_thread = pieces.len().div_ceil(threads);
+    let mut runs: Vec<Vec<wgpu::WriteOnly<'_, [u8; COPY_PIECE]>>> = Vec::with_capacity(threads);
+    for piece in pieces {
+        match runs.last_mut() {
+            Some(run) if run.len() < per_thread => run.push(piece),
+            _ => runs.push(vec![piece]),
         }
+    }
+    std::thread::scope(|scope| {
+        for (run, source) in runs
+            .into_iter()
+            .zip(source[..whole].chunks(per_thread * COPY_PIECE))
+        {
+            scope.spawn(move || {
+                for (piece, source) in run.into_iter().zip(source.chunks_exact(COPY_PIECE)) {
+                    wgpu::WriteOnly::<'_, [u8]>::from(piece).copy_from_slice(source);
+                }
+            });
+        }
+        tail.copy_from_slice(&source[whole..]);
     });
+}
+
+/// The usages of upload staging pages: mapped for writing, copied from.
+pub(crate) const UPLOAD_USAGE: wgpu::BufferUsages =
+    wgpu::BufferUsages::MAP_WRITE.union(wgpu::BufferUsages::COPY_SRC);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A large copy cut into pieces over threads lands every byte where it belongs.
+    #[test]
+    fn a_parallel_copy_copies_every_byte() {
+        let len = PARALLEL_COPY + 3 * COPY_PIECE + 5;
+        let source: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let mut target = vec![0u8; len];
+        copy_bytes(wgpu::WriteOnly::from_mut(target.as_mut_slice()), &source);
+        assert!(target == source);
+    }
+
+    /// Sizes a power of two apart from 256 KiB up; a page never more than twice the write
+    /// above that; a write over the largest power of two gets a page of its own size.
+    #[test]
+    fn page_sizes_are_few_and_never_much_larger_than_the_write() {
+        let largest = 256 << 20;
+        let smallest = SMALLEST_UPLOAD_PAGE;
+        assert_eq!(upload_page_size(8, largest), smallest);
+        assert_eq!(upload_page_size(smallest, largest), smallest);
+        assert_eq!(upload_page_size(smallest + 8, largest), 2 * smallest);
+        assert_eq!(upload_page_size(100 << 20, largest), 128 << 20);
+        assert_eq!(upload_page_size(200 << 20, largest), 256 << 20);
+        assert_eq!(
+            upload_page_size(200 << 20, largest - 8),
+            200 << 20,
+            "no power of two fits under the device's largest page"
+        );
+        for len in (8..(200u64 << 20)).step_by(3_999_992) {
+            let page = upload_page_size(len, largest);
+            assert!(
+                page >= len && page <= (2 * len).max(smallest),
+                "{len}: {page}"
+            );
+        }
+        assert_eq!(
+            upload_page_size(8, 4096),
+            4096,
+            "a device with tiny buffers"
+        );
+    }
 }

@@ -156,13 +156,13 @@ fn every_operation_after_device_destroy_returns_an_error() {
                 not_lost("unaligned write", client.write(&handle, 3, &data[..5])),
                 not_lost(
                     "write_with",
-                    client.write_with(&handle, 0, 64, |bytes| bytes.fill(9)),
+                    client.write_with(&handle, 0, 64, |mut bytes| bytes.fill(9)),
                 ),
                 not_lost("create in an existing page", client.create(&data)),
                 not_lost("create of a new page", client.create(&vec![5; 64 << 20])),
                 not_lost(
                     "create_with",
-                    client.create_with(LEN as u64, |bytes| bytes.fill(7)),
+                    client.create_with(LEN as u64, |mut bytes| bytes.fill(7)),
                 ),
                 not_lost("read", client.read_blocking(&handle)),
                 not_lost("read_many", client.read_many_blocking(&[&handle])),

@@ -4,6 +4,7 @@
 
 mod abandoned_reads;
 mod batch_failure;
+mod budget;
 mod callbacks;
 mod cases;
 #[path = "../../examples/matmul/chain.rs"]
@@ -24,12 +25,14 @@ mod layout;
 mod matmul;
 mod messages;
 mod ordering_model;
+mod panicking_callback;
 mod pipelines;
 mod poller;
 mod release;
 mod reports;
 mod roundtrip;
 mod snapshot;
+mod staging;
 mod storage;
 mod threads;
 mod watchdog;

@@ -184,7 +184,7 @@ fn run_program(
                 let handle = if with {
                     let source = bytes.clone();
                     client
-                        .create_with(size as u64, |range| {
+                        .create_with(size as u64, |mut range| {
                             assert_eq!(range.len(), source.len(), "create_with's range");
                             range.copy_from_slice(&source);
                         })
@@ -215,7 +215,7 @@ fn run_program(
                 let data = pattern(len, seed);
                 let result = if with {
                     let source = data.clone();
-                    client.write_with(&buffer.handle, offset as u64, len as u64, |range| {
+                    client.write_with(&buffer.handle, offset as u64, len as u64, |mut range| {
                         assert_eq!(range.len(), source.len(), "write_with's range");
                         range.copy_from_slice(&source);
                     })

@@ -67,7 +67,7 @@ const CONFIG_PATH_VAR: &str = "WGPU_MEMORY_CONFIG";
 const DEFAULT_CONFIG_FILE: &str = "wgpu-memory.toml";
 
 /// The keys of the `[memory]` table.
-const MEMORY_FIELDS: &[&str] = &["pools", "history", "oom_snapshot", "records"];
+const MEMORY_FIELDS: &[&str] = &["pools", "history", "oom_snapshot", "records", "budget"];
 /// The keys of a `memory.history` table.
 const HISTORY_FIELDS: &[&str] = &["events", "backtraces"];
 /// The keys of a `type = "sliced"` entry.
@@ -91,7 +91,8 @@ const DIRECT_FIELDS: &[&str] = &["type", "reclaim_at"];
 ///
 /// Serializes (and deserializes) as the table's contents, `pools = ...`, so it can be a
 /// `memory` field of a larger configuration; a whole file is this value under a `memory`
-/// key. Any key other than `pools`, `history`, `oom_snapshot` and `records` is refused
+/// key. Any key other than `pools`, `history`, `oom_snapshot`, `records` and `budget` is
+/// refused
 /// ([`PoolConfigError::UnknownField`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MemoryConfig {
@@ -116,6 +117,13 @@ pub struct MemoryConfig {
     /// refused ([`PoolConfigError::Toml`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub records: Option<std::path::PathBuf>,
+    /// `budget = "8 GiB"` (or a byte count): the cap on the bytes of every page the
+    /// client creates, in the main memory and both staging memories together (see
+    /// `Client::set_budget`). Zero, a negative value or a value that is not a size is
+    /// refused ([`PoolConfigError::BadSize`]); a value below what the client already
+    /// holds when it is applied, [`PoolConfigError::BudgetBelowHeld`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<MemorySize>,
 }
 
 /// The value of `memory.history`: how many events to keep, and whether reservations

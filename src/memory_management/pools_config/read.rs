@@ -99,12 +99,42 @@ pub(super) fn memory_config_from_table(memory: &Table) -> Result<MemoryConfig, P
     let history = memory.get("history").map(history_from_value).transpose()?;
     let oom_snapshot = path_from_value(memory.get("oom_snapshot"), "oom_snapshot")?;
     let records = path_from_value(memory.get("records"), "records")?;
+    let budget = memory.get("budget").map(budget_from_value).transpose()?;
     Ok(MemoryConfig {
         pools,
         history,
         oom_snapshot,
         records,
+        budget,
     })
+}
+
+/// Reads `memory.budget`: a size (an integer of bytes or a string such as `"8 GiB"`),
+/// not zero.
+fn budget_from_value(value: &Value) -> Result<MemorySize, PoolConfigError> {
+    const FIELD: &str = "budget";
+    let size = match value {
+        Value::Integer(bytes) => size_from_integer(None, FIELD, *bytes)?,
+        Value::String(text) => size_from_str(None, FIELD, text)?,
+        Value::Float(value) => return Err(size_from_float(None, FIELD, *value)),
+        other => {
+            return Err(PoolConfigError::BadSize {
+                entry: None,
+                field: FIELD,
+                value: other.to_string(),
+                reason: format!("a size is an integer or a string, not {}", other.type_str()),
+            });
+        }
+    };
+    if size.0 == 0 {
+        return Err(PoolConfigError::BadSize {
+            entry: None,
+            field: FIELD,
+            value: value.to_string(),
+            reason: "a budget of 0 bytes would refuse every page".to_string(),
+        });
+    }
+    Ok(size)
 }
 
 /// Reads `memory.<key>`, a path (a string), when present.

@@ -98,6 +98,7 @@ fn absent_default_file_gives_none_and_present_one_is_read() {
             history: None,
             oom_snapshot: None,
             records: None,
+            budget: None,
         }))
     );
     // The variable wins over the default file.
@@ -110,6 +111,7 @@ fn absent_default_file_gives_none_and_present_one_is_read() {
             history: None,
             oom_snapshot: None,
             records: None,
+            budget: None,
         }))
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -126,6 +128,7 @@ fn huge_sizes_round_trip_as_strings() {
         history: None,
         oom_snapshot: None,
         records: None,
+        budget: None,
     };
     let text = toml::to_string(&config).expect("serialize");
     let back: MemoryConfig = toml::from_str(&text).expect("deserialize");
@@ -228,4 +231,59 @@ fn records_is_a_path() {
     assert_eq!(config.records, Some(std::path::PathBuf::from("mem.jsonl")));
     let error = parse_memory_config("[memory]\nrecords = 3\n").expect_err("not a path");
     assert!(error.to_string().contains("memory.records"), "{error}");
+}
+
+/// `[memory] budget`: a size string or a byte count; zero, negative, fractional and
+/// non-size values are refused as `BadSize` naming the field.
+#[test]
+fn budget_is_a_size_and_bad_budgets_name_the_field() {
+    let budget = |text: &str| parse_memory_config(&format!("[memory]\nbudget = {text}\n"));
+    assert_eq!(
+        budget("\"8 GiB\"").unwrap().budget,
+        Some(MemorySize(8 << 30))
+    );
+    assert_eq!(budget("1048576").unwrap().budget, Some(MemorySize(1 << 20)));
+    assert_eq!(parse_memory_config("[memory]\n").unwrap().budget, None);
+    for (text, reason) in [
+        ("0", "0 bytes"),
+        ("\"0 MiB\"", "0 bytes"),
+        ("-5", "negative"),
+        ("\"-1 GiB\"", "negative"),
+        ("\"lots\"", ""),
+        ("1.5", "whole number"),
+        ("true", "not boolean"),
+    ] {
+        match budget(text) {
+            Err(error @ PoolConfigError::BadSize { field, entry, .. }) => {
+                assert_eq!((field, entry), ("budget", None), "{text}");
+                let message = error.to_string();
+                assert!(
+                    message.contains("`budget`") && message.contains(reason),
+                    "{text}: {message}"
+                );
+            }
+            other => panic!("budget = {text}: expected BadSize, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_budget_below_what_is_held_names_each_memory() {
+    let error = PoolConfigError::BudgetBelowHeld {
+        field: "budget",
+        budget: 1 << 20,
+        held: 3 << 20,
+        held_by: vec![
+            ("main".to_string(), 2 << 20),
+            ("staging".to_string(), 0),
+            ("upload".to_string(), 1 << 20),
+        ],
+    };
+    let message = error.to_string();
+    assert!(
+        message.contains("`budget` = 1048576 bytes (1.00 MiB)")
+            && message.contains("main 2.00 MiB, staging 0 B, upload 1.00 MiB")
+            && message.contains("at least 3145728 bytes"),
+        "{message}"
+    );
 }

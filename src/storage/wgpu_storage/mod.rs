@@ -1,5 +1,6 @@
 //! [`WgpuStorage`]: one `wgpu::Buffer` per page.
 
+pub mod budget;
 mod copies;
 pub mod error;
 pub mod limits;
@@ -7,9 +8,11 @@ pub mod limits;
 pub use copies::PendingCopy;
 
 use super::{ComputeStorage, StorageHandle, StorageId, StorageUtilization};
+use budget::Budget;
 use cubecl_runtime::server::IoError;
 use limits::COPY_ALIGNMENT;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Pages as wgpu buffers, all made with one set of usage flags.
 ///
@@ -20,6 +23,10 @@ use std::collections::HashMap;
 ///   calling wgpu; every `create_buffer` runs inside error scopes, so a driver refusal is
 ///   `IoError::OutOfMemory` (or `IoError::Unknown` with wgpu's message), never an
 ///   uncaptured error.
+/// - Every page's bytes are taken from the storage's [`Budget`] before `create_buffer` is
+///   called (several storages may share one: [`with_budget`](Self::with_budget)); a page
+///   that would cross the budget is `IoError::OutOfMemory` without calling wgpu, so the
+///   memory above cleans up and retries as it does when the device refuses a page.
 /// - Deallocated buffers are dropped at [`flush`](ComputeStorage::flush); wgpu keeps a
 ///   dropped buffer alive until the work already submitted on it is done.
 #[derive(Debug)]
@@ -35,6 +42,7 @@ pub struct WgpuStorage {
     deallocations: u64,
     /// Copies a compaction asked for, until the owner takes them.
     copies: Vec<PendingCopy>,
+    budget: Arc<Budget>,
 }
 
 /// The resource behind a storage handle: the page's buffer and the slice's range in it.
@@ -82,7 +90,20 @@ impl WgpuStorage {
             mapped_at_creation: false,
             deallocations: 0,
             copies: Vec::new(),
+            budget: Arc::default(),
         }
+    }
+
+    /// Takes every page's bytes from `budget` (shared with other storages) instead of a
+    /// budget of its own without a cap. Call it before the first page is made.
+    pub fn with_budget(mut self, budget: Arc<Budget>) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The budget every page of this storage is taken from.
+    pub fn budget(&self) -> &Arc<Budget> {
+        &self.budget
     }
 
     /// Makes every new page mapped at creation (`mapped_at_creation`), for memories whose
@@ -141,6 +162,18 @@ impl ComputeStorage for WgpuStorage {
             });
         }
         let real_size = size.max(1).next_multiple_of(COPY_ALIGNMENT);
+        if !self.budget.try_hold(real_size) {
+            tracing::debug!(
+                size = real_size,
+                held = self.budget.held(),
+                budget = self.budget.limit(),
+                "the budget refused a page"
+            );
+            return Err(IoError::OutOfMemory {
+                size,
+                backtrace: Default::default(),
+            });
+        }
         let (buffer, error) = error::capture(&self.device, || {
             self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("wgpu-memory page"),
@@ -150,6 +183,7 @@ impl ComputeStorage for WgpuStorage {
             })
         });
         if let Some(error) = error {
+            self.budget.release(real_size);
             return Err(error::page_error(error, size));
         }
         let id = StorageId::new();
@@ -169,6 +203,7 @@ impl ComputeStorage for WgpuStorage {
         for id in self.pending_dealloc.drain(..) {
             if let Some(buffer) = self.buffers.remove(&id) {
                 self.allocated -= buffer.size();
+                self.budget.release(buffer.size());
                 self.deallocations += 1;
             }
         }

@@ -103,7 +103,7 @@ impl Ours {
         if call == Upload::CreateWith {
             let handle = self
                 .client
-                .create_with(src.len() as u64, |bytes| bytes.copy_from_slice(src))
+                .create_with(src.len() as u64, |mut bytes| bytes.copy_from_slice(src))
                 .expect("wgpu-memory: create_with");
             let read = self.client.read_blocking(&handle).expect("read");
             check_bytes(SIDE, "create_with", &read, src);
@@ -114,7 +114,7 @@ impl Ours {
                 let handle = match call {
                     Upload::CreateWith => self
                         .client
-                        .create_with(src.len() as u64, |bytes| bytes.copy_from_slice(src)),
+                        .create_with(src.len() as u64, |mut bytes| bytes.copy_from_slice(src)),
                     Upload::Create => self.client.create(src),
                 }
                 .expect("wgpu-memory: upload");

@@ -1,0 +1,208 @@
+//! The budget over every memory of a client, and what a reservation does when it is out
+//! of room.
+//!
+//! One [`Budget`] is shared by the storages of the main memory, the readback staging and
+//! the upload staging: each takes a page's bytes from it before `create_buffer`, so no
+//! buffer is ever created past it. A reservation in any of the three memories that runs
+//! out of room (the budget or the device refused a page, or a capped pool is full):
+//!
+//! 1. cleans up its own memory and retries (the memory does this itself; the main memory
+//!    also gives back the staging memories' idle pages, [`IdleStaging`]);
+//! 2. gives back the free pages of every memory and the bind groups that keep given-back
+//!    pages alive, compacts ([`Server::compact_for`]), and retries once more;
+//! 3. fails. When the budget refused a page on the way, the refusal is kept
+//!    ([`Server::take_budget_refusal`]) for the client's out-of-memory error.
+//!
+//! [`IdleStaging`]: super::pending::IdleStaging
+
+use super::Server;
+use super::compaction::RoomInBatch;
+use super::error::ClientError;
+use super::pending::IdleStaging;
+use super::upload::{Region, out_of_room};
+use crate::memory_management::{Cleanup, PoolConfigError, format_bytes};
+use crate::report::{BudgetDetail, MemoryHeld};
+use crate::storage::wgpu_storage::budget::Budget;
+use cubecl_runtime::memory_management::ManagedMemoryHandle;
+
+/// The config field (and [`Client::set_budget`](crate::Client::set_budget)) the budget is
+/// read from, as errors name it.
+pub const BUDGET_FIELD: &str = "budget";
+
+/// A reservation the budget refused: in which memory, and how many bytes were asked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BudgetRefusal {
+    pub(crate) memory: &'static str,
+    pub(crate) requested: u64,
+}
+
+impl Server {
+    /// A reservation of `size` bytes in the main memory (steps in the module doc).
+    pub(crate) fn reserve_main(&mut self, size: u64) -> Result<ManagedMemoryHandle, ClientError> {
+        self.tick();
+        self.with_room("main", size, |server| {
+            let bind_groups = &mut server.bind_groups;
+            let mut idle = IdleStaging {
+                staging: &mut server.staging,
+                upload: &mut server.uploads.memory,
+                bind_groups: &mut || bind_groups.clear(),
+            };
+            let mut room = RoomInBatch {
+                pending: &mut server.pending,
+                device: &server.device,
+                pins: &server.pins,
+                max_bytes: server.max_move_bytes,
+            };
+            let memory = server.main.reserve_making_room(size, &mut idle, &mut room);
+            server.forget_given_back_pages();
+            Ok(memory?)
+        })
+    }
+
+    /// A slice of `size` bytes of readback staging.
+    pub(crate) fn reserve_readback(
+        &mut self,
+        size: u64,
+    ) -> Result<ManagedMemoryHandle, ClientError> {
+        self.tick();
+        self.idle.readback_used();
+        self.with_room("staging", size, |server| {
+            Ok(server.staging.reserve(size)?)
+        })
+    }
+
+    /// `len` bytes of mapped upload staging in the pending batch.
+    pub(crate) fn upload_region(&mut self, len: u64) -> Result<Region, ClientError> {
+        self.with_room("upload", len, |server| {
+            server.uploads.region(len, &mut server.pending)
+        })
+    }
+
+    /// Runs `reserve`; when it is out of room, makes room in every memory and runs it once
+    /// more; remembers a refusal of the budget on the way.
+    fn with_room<T>(
+        &mut self,
+        memory: &'static str,
+        size: u64,
+        mut reserve: impl FnMut(&mut Self) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        self.refused = None;
+        let refusals = self.budget.refusals();
+        let mut result = reserve(self);
+        if matches!(&result, Err(error) if out_of_room(error)) && self.make_room(size) {
+            result = reserve(self);
+        }
+        if result.is_err() && self.budget.refusals() > refusals {
+            self.refused = Some(BudgetRefusal {
+                memory,
+                requested: size,
+            });
+        }
+        result
+    }
+
+    /// Gives back every free page of every memory and the cached bind groups, and
+    /// compacts; returns whether any of it freed something a retry could use.
+    fn make_room(&mut self, size: u64) -> bool {
+        let before = self.budget.held();
+        tracing::debug!(size, held = before, "out of room: cleaning up every memory");
+        self.bind_groups.clear();
+        self.main.cleanup(Cleanup::Explicit);
+        self.staging.cleanup(Cleanup::Explicit);
+        self.uploads.memory.cleanup(Cleanup::Explicit);
+        let compacted = self.compact_for(size);
+        compacted || self.budget.held() < before
+    }
+
+    /// For a reservation out of room even after every free page went back: compacts the
+    /// main memory (its copies recorded in the pending batch, ahead of anything the
+    /// retry records), frees the ranges the moved slices left and gives back the main
+    /// pages that emptied, so the budget has room again. Returns whether anything moved.
+    pub(crate) fn compact_for(&mut self, _size: u64) -> bool {
+        let done = self.compact(self.max_move_bytes());
+        self.main.release_moved();
+        self.cleanup_main();
+        done.moves > 0
+    }
+
+    /// The refusal of the budget the last failed reservation met, if it met one; taken
+    /// once.
+    pub(crate) fn take_budget_refusal(&mut self) -> Option<BudgetRefusal> {
+        self.refused.take()
+    }
+
+    /// Whether a refusal of the budget is kept for the next out-of-memory error.
+    pub(crate) fn budget_refused(&self) -> bool {
+        self.refused.is_some()
+    }
+
+    /// The budget all three memories take their pages from.
+    pub(crate) fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// Sets the budget over every memory (`None`: no budget). A budget below what the
+    /// memories hold first gives back every free page.
+    ///
+    /// # Errors
+    /// [`PoolConfigError::BadSize`] for a budget of 0 bytes;
+    /// [`PoolConfigError::BudgetBelowHeld`] when the memories hold more than `budget`
+    /// even after giving back every free page (the budget is left as it was).
+    pub(crate) fn set_budget(&mut self, budget: Option<u64>) -> Result<(), PoolConfigError> {
+        if let Some(budget) = budget {
+            if budget == 0 {
+                return Err(PoolConfigError::BadSize {
+                    entry: None,
+                    field: BUDGET_FIELD,
+                    value: "0".to_string(),
+                    reason: "a budget of 0 bytes would refuse every page".to_string(),
+                });
+            }
+            if self.budget.held() > budget {
+                self.cleanup();
+            }
+            let held = self.budget.held();
+            if held > budget {
+                return Err(PoolConfigError::BudgetBelowHeld {
+                    field: BUDGET_FIELD,
+                    budget,
+                    held,
+                    held_by: self.held_by_memory(),
+                });
+            }
+        }
+        self.budget.set_limit(budget);
+        tracing::debug!(budget = ?budget.map(format_bytes), "budget");
+        Ok(())
+    }
+
+    /// Bytes of the pages each memory holds, by name.
+    fn held_by_memory(&self) -> Vec<(String, u64)> {
+        self.memories()
+            .into_iter()
+            .map(|(name, memory)| (name.to_string(), memory.bytes_allocated()))
+            .collect()
+    }
+
+    /// The budget's part of an out-of-memory error for `refusal`: the budget, what each
+    /// memory holds and the largest free slice of any of them.
+    pub(crate) fn budget_detail(&self, refusal: BudgetRefusal) -> Option<BudgetDetail> {
+        let budget = self.budget.limit()?;
+        Some(BudgetDetail {
+            budget,
+            memory: refusal.memory.to_string(),
+            requested: refusal.requested,
+            held: self
+                .held_by_memory()
+                .into_iter()
+                .map(|(memory, bytes)| MemoryHeld { memory, bytes })
+                .collect(),
+            largest_free_slice: self
+                .memories()
+                .iter()
+                .map(|(_, memory)| memory.largest_free_slice())
+                .max()
+                .unwrap_or(0),
+        })
+    }
+}

@@ -1,0 +1,205 @@
+//! One budget over every memory (issue 17, item 4): never crossed, refused with a typed
+//! out-of-memory error that names it, its bad values refused as configuration errors,
+//! and shown in the memory summary.
+
+use crate::device::{fresh, pattern};
+use wgpu_memory::ClientError;
+use wgpu_memory::memory_management::PoolConfigError;
+use wgpu_memory::report::MemorySummary;
+
+const KIB: usize = 1 << 10;
+const MIB: u64 = 1 << 20;
+
+/// Bytes of every page of every memory in the report.
+fn reserved(client: &wgpu_memory::Client) -> u64 {
+    let report = client.memory_report();
+    report
+        .streams
+        .iter()
+        .map(|stream| {
+            stream.pools.usage().bytes_reserved
+                + stream
+                    .auxiliary
+                    .iter()
+                    .map(|memory| memory.pools.usage().bytes_reserved)
+                    .sum::<u64>()
+        })
+        .sum()
+}
+
+/// A tiny deterministic generator (no timing, the same run every time).
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+#[test]
+fn the_budget_is_never_crossed() {
+    let Some(client) = fresh() else { return };
+    const BUDGET: u64 = 12 * MIB;
+    client.set_budget(Some(BUDGET)).unwrap();
+    let mut live = Vec::new();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let (mut refused, mut served) = (0, 0);
+    for step in 0..300 {
+        let size = (next(&mut state) % (3 << 20)) as usize + 1;
+        match next(&mut state) % 5 {
+            0 | 1 => match client.create(&pattern(size, step)) {
+                Ok(handle) => {
+                    served += 1;
+                    live.push((handle, size, step));
+                }
+                Err(ClientError::OutOfMemory { detail, .. }) => {
+                    refused += 1;
+                    assert!(
+                        detail.budget.is_some(),
+                        "step {step}: refused by the budget"
+                    );
+                }
+                Err(other) => panic!("step {step}: {other}"),
+            },
+            2 if !live.is_empty() => {
+                let at = (next(&mut state) as usize) % live.len();
+                let (handle, size, seed) = &live[at];
+                match client.read_blocking(handle) {
+                    Ok(read) => assert!(*read == *pattern(*size, *seed), "step {step}"),
+                    Err(ClientError::OutOfMemory { detail, .. }) => {
+                        assert!(detail.budget.is_some(), "step {step}");
+                        refused += 1;
+                    }
+                    Err(other) => panic!("step {step}: {other}"),
+                }
+            }
+            _ if !live.is_empty() => {
+                let at = (next(&mut state) as usize) % live.len();
+                live.swap_remove(at);
+            }
+            _ => {}
+        }
+        let held = client.budget();
+        assert!(held.held <= BUDGET, "step {step}: {held:?}");
+        assert!(reserved(&client) <= BUDGET, "step {step}");
+    }
+    let budget = client.budget();
+    eprintln!("budget: {served} creates served, {refused} refused, {budget:?}");
+    assert!(budget.peak_held <= BUDGET, "{budget:?}");
+    assert!(
+        served > 20 && refused > 0,
+        "{served} served, {refused} refused"
+    );
+    assert!(client.uncaptured_errors().is_empty());
+}
+
+#[test]
+fn a_reservation_over_the_budget_fails_naming_the_budget() {
+    let Some(client) = fresh() else { return };
+    client.set_budget(Some(4 * MIB)).unwrap();
+    let kept = client.empty(3 * MIB).unwrap();
+    let error = client.empty(2 * MIB).expect_err("3 + 2 MiB > 4 MiB");
+    let ClientError::OutOfMemory { detail, .. } = &error else {
+        panic!("expected OutOfMemory, got {error}");
+    };
+    let budget = detail.budget.as_ref().expect("the budget refused it");
+    assert_eq!((budget.budget, budget.memory.as_str()), (4 * MIB, "main"));
+    let memories: Vec<&str> = budget
+        .held
+        .iter()
+        .map(|held| held.memory.as_str())
+        .collect();
+    assert_eq!(memories, ["main", "staging", "upload"]);
+    assert!(budget.held_total() <= 4 * MIB);
+    let text = error.to_string();
+    assert!(
+        text.starts_with("over the memory budget")
+            && text.contains("4.00 MiB")
+            && text.contains("largest free slice"),
+        "{text}"
+    );
+    // A write that would need upload staging past the budget fails the same way.
+    let error = client
+        .create(&pattern(900 * KIB, 1))
+        .expect_err("no room left for the handle and its staging");
+    assert!(
+        matches!(&error, ClientError::OutOfMemory { detail, .. } if detail.budget.is_some()),
+        "{error}"
+    );
+    drop(kept);
+    // Once the held bytes go, the same reservation fits: the free page is given back.
+    let handle = client.empty(2 * MIB).unwrap();
+    assert!(client.budget().held <= 4 * MIB);
+    drop(handle);
+}
+
+#[test]
+fn over_the_budget_free_pages_are_given_back_first() {
+    let Some(client) = fresh() else { return };
+    const BUDGET: u64 = 8 * MIB;
+    client.set_budget(Some(BUDGET)).unwrap();
+    // Idle pages in every memory: main pages of dropped handles, the upload staging of
+    // the create, the readback staging of the read.
+    let handle = client.create(&pattern(2 << 20, 2)).unwrap();
+    drop(client.read_blocking(&handle).unwrap());
+    drop(handle);
+    client.sync().unwrap();
+    let before = client.budget().held;
+    assert!(before >= 3 * MIB, "{before} bytes held by idle pages");
+    // Its page (5 MiB and the adaptive pool's 1 MiB of slack) fits only once the idle
+    // pages are given back.
+    let big = client.empty(5 * MIB).unwrap();
+    assert!(client.budget().held <= BUDGET);
+    drop(big);
+}
+
+#[test]
+fn bad_budgets_are_configuration_errors_naming_the_field() {
+    let Some(client) = fresh() else { return };
+    match client.set_budget(Some(0)) {
+        Err(ClientError::Config(PoolConfigError::BadSize { field, .. })) => {
+            assert_eq!(field, "budget")
+        }
+        other => panic!("expected BadSize, got {other:?}"),
+    }
+    let kept = client.empty(3 * MIB).unwrap();
+    match client.set_budget(Some(MIB)) {
+        Err(ClientError::Config(PoolConfigError::BudgetBelowHeld {
+            field,
+            budget,
+            held,
+            held_by,
+        })) => {
+            assert_eq!((field, budget), ("budget", MIB));
+            assert!(held >= 3 * MIB, "{held}");
+            assert_eq!(held_by.iter().map(|(_, bytes)| bytes).sum::<u64>(), held);
+        }
+        other => panic!("expected BudgetBelowHeld, got {other:?}"),
+    }
+    assert_eq!(
+        client.budget().budget,
+        None,
+        "a refused budget changes nothing"
+    );
+    drop(kept);
+    // With the handle gone, the free page goes back and the budget is accepted.
+    client.set_budget(Some(MIB)).unwrap();
+    assert_eq!(client.budget().budget, Some(MIB));
+    client.set_budget(None).unwrap();
+    assert_eq!(client.budget().budget, None);
+}
+
+#[test]
+fn the_summary_shows_the_budget_and_what_is_left() {
+    let Some(client) = fresh() else { return };
+    client.set_budget(Some(64 * MIB)).unwrap();
+    let handle = client.empty(MIB).unwrap();
+    let budget = client.budget();
+    let text = MemorySummary::new(&client.memory_report())
+        .with_budget(budget)
+        .to_string();
+    let line = text.lines().nth(1).unwrap_or_default();
+    assert!(line.starts_with("budget: 64.00 MiB, "), "{text}");
+    assert_eq!(budget.left(), Some(64 * MIB - budget.held));
+    assert!(line.contains(" left"), "{line}");
+    drop(handle);
+}
