@@ -201,11 +201,9 @@ pub fn account<M: Counted>(make: impl Fn() -> M, trace: &Trace) -> Accounting {
                 ))
             }
         }
-        let page = memory.cleanup_live();
-        let usage = memory.usage();
-        result.after_cleanup = Some((usage.bytes_in_use, usage.bytes_reserved, page));
         drop(slots);
         memory.release_all();
+        result.after_cleanup = after_last_reservation(&make, trace);
     }));
     result.ids_reused = reused.get();
     if outcome.is_err() {
@@ -227,6 +225,30 @@ pub fn account<M: Counted>(make: impl Fn() -> M, trace: &Trace) -> Accounting {
         ));
     }
     result
+}
+
+/// A fresh memory replays `trace` up to its last reservation, then a user's cleanup runs
+/// with everything still live held: `(in use, reserved, largest page held)` after it.
+/// (The traces end by dropping everything, so a cleanup after the last op would find an
+/// empty memory.)
+fn after_last_reservation<M: Counted>(make: &impl Fn() -> M, trace: &Trace) -> Option<(u64, u64, u64)> {
+    let last = trace
+        .ops
+        .iter()
+        .rposition(|op| matches!(op, Op::Reserve { .. }))?;
+    let mut memory = make();
+    let mut slots = empty_slots(trace);
+    for op in &trace.ops[..=last] {
+        match *op {
+            Op::Reserve { slot, size } => slots[slot as usize] = Some(memory.reserve(size).ok()?),
+            Op::Drop { slot } => drop(slots[slot as usize].take()),
+        }
+    }
+    let page = memory.cleanup_live();
+    let usage = memory.usage();
+    drop(slots);
+    memory.release_all();
+    Some((usage.bytes_in_use, usage.bytes_reserved, page))
 }
 
 /// Both sides' accounting on `trace`, each on a fresh memory.
