@@ -143,7 +143,10 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(frames[0].describe(), "matmul::chain::run (./examples/matmul/chain.rs:88)");
+        assert_eq!(
+            frames[0].describe(),
+            "matmul::chain::run (./examples/matmul/chain.rs:88)"
+        );
     }
 
     #[test]

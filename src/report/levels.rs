@@ -27,7 +27,10 @@ pub fn label_group(label: Option<&str>, depth: Option<usize>) -> &str {
 /// Whether an event concerns the main memory: it names [`MAIN_MEMORY`], or no memory at all
 /// (events recorded before memories were named).
 pub(super) fn is_main(event: &HistoryEvent) -> bool {
-    event.memory.as_deref().is_none_or(|name| name == MAIN_MEMORY)
+    event
+        .memory
+        .as_deref()
+        .is_none_or(|name| name == MAIN_MEMORY)
 }
 
 /// The signed change an event makes to bytes in use of the main memory (`Reserve` +,

@@ -37,7 +37,9 @@ pub use history::{EventKind, HistoryEvent, HistoryRing};
 pub use label_stack::LabelStack;
 pub use levels::{NO_LABEL, label_group, label_peaks};
 pub use out_of_memory::{LiveAllocation, OOM_LARGEST, OutOfMemoryDetail, PoolRoom};
-pub use page_map::{BOUNDARY_COLUMNS, PageRun, PageStats, PoolStats, RunFill, free_ranges, page_runs};
+pub use page_map::{
+    BOUNDARY_COLUMNS, PageRun, PageStats, PoolStats, RunFill, free_ranges, page_runs,
+};
 pub use peak::peak_holders;
 pub use pytorch::{
     BASE_ADDRESS, PAGE_ALIGN, PyTorchBlock, PyTorchFrame, PyTorchSegment, PyTorchSnapshot,

@@ -182,7 +182,8 @@ impl Addresses {
             .into_iter()
             .map(|(key, size)| {
                 let address = next;
-                next = next.saturating_add(size.max(1).div_ceil(PAGE_ALIGN).saturating_mul(PAGE_ALIGN));
+                next = next
+                    .saturating_add(size.max(1).div_ceil(PAGE_ALIGN).saturating_mul(PAGE_ALIGN));
                 (key, address)
             })
             .collect();
@@ -251,7 +252,12 @@ fn segment(
         active_size: allocated,
         requested_size: requested,
         stream,
-        segment_type: if page.size > LARGE_SEGMENT { "large" } else { "small" }.to_string(),
+        segment_type: if page.size > LARGE_SEGMENT {
+            "large"
+        } else {
+            "small"
+        }
+        .to_string(),
         segment_pool_id: (stream, pool_index),
         is_expandable: false,
         frames: Vec::new(),
@@ -278,7 +284,13 @@ impl MemorySnapshot {
             for pool in &memory.pools {
                 for page in &pool.pages {
                     let address = addresses.page(stream, page.id).unwrap_or(BASE_ADDRESS);
-                    segments.push(segment(page, address, stream, pool.index as u64, &backtraces));
+                    segments.push(segment(
+                        page,
+                        address,
+                        stream,
+                        pool.index as u64,
+                        &backtraces,
+                    ));
                 }
             }
         }
@@ -302,8 +314,8 @@ impl MemorySnapshot {
         for event in events {
             let stream = addresses.stream(event.memory.as_deref());
             let page = event.page.and_then(|page| addresses.page(stream, page));
-            let entry = |action: &str, addr: Option<u64>, frames: Vec<PyTorchFrame>| {
-                PyTorchTraceEntry {
+            let entry =
+                |action: &str, addr: Option<u64>, frames: Vec<PyTorchFrame>| PyTorchTraceEntry {
                     action: action.to_string(),
                     addr,
                     size: event.bytes,
@@ -311,8 +323,7 @@ impl MemorySnapshot {
                     time_us: event.time_us,
                     frames,
                     device_free: None,
-                }
-            };
+                };
             let slice_addr = page.map(|base| base + event.offset.unwrap_or(0));
             match event.kind {
                 EventKind::Reserve | EventKind::Free => {

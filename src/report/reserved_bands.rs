@@ -46,7 +46,10 @@ impl ReservedBands {
                 "main memory free inside used pages",
                 self.main_free_in_used_pages,
             ),
-            ("empty main pages (a cleanup gives them back)", self.main_empty_pages),
+            (
+                "empty main pages (a cleanup gives them back)",
+                self.main_empty_pages,
+            ),
             ("readback staging", self.staging),
             ("upload staging", self.upload),
             ("other memories", self.other_memories),

@@ -213,7 +213,9 @@ fn page_mut<'a>(
 fn relist_free_ranges(page: &mut PageSnapshot) {
     page.slices.retain(|slice| slice.live);
     let free = super::page_map::free_ranges(page);
-    page.slices
-        .extend(free.into_iter().map(|r| SliceSnapshot::free(r.start, r.end - r.start)));
+    page.slices.extend(
+        free.into_iter()
+            .map(|r| SliceSnapshot::free(r.start, r.end - r.start)),
+    );
     page.slices.sort_by_key(|slice| (slice.offset, !slice.live));
 }
