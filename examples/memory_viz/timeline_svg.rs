@@ -56,6 +56,9 @@ fn ms(time_us: u64) -> String {
     format!("{:.1} ms", time_us as f64 / 1000.0)
 }
 
+/// One band's bytes in a sample.
+type BandValue = fn(&TimelineSample) -> u64;
+
 /// The layers bottom up: each label series with bytes, then the bands of reserved.
 fn layers(timeline: &Timeline) -> Vec<Layer> {
     let labels = &timeline.labels;
@@ -73,7 +76,7 @@ fn layers(timeline: &Timeline) -> Vec<Layer> {
             class: "series",
         })
         .collect();
-    let bands: [(Fill, fn(&TimelineSample) -> u64, &str); 5] = [
+    let bands: [(Fill, BandValue, &str); 5] = [
         (
             Fill::Solid(style::FREE),
             |s| s.bands.main_free_in_used_pages,
