@@ -455,8 +455,12 @@ fn translate(node: Node<'_, '_>) -> (f64, f64) {
 /// column's range of reserved shows it.
 fn hidden_dip() -> MemorySnapshot {
     let mut snapshot = layers_snapshot();
-    snapshot.history.push(event(7_996, EventKind::PageMade, PAGE, 5));
-    snapshot.history.push(event(7_998, EventKind::PageReleased, PAGE, 5));
+    snapshot
+        .history
+        .push(event(7_996, EventKind::PageMade, PAGE, 5));
+    snapshot
+        .history
+        .push(event(7_998, EventKind::PageReleased, PAGE, 5));
     snapshot.history.sort_by_key(|e| e.time_us);
     snapshot
 }
