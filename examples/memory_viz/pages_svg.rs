@@ -22,7 +22,7 @@ use wgpu_memory::report::{
 pub const WIDTH: f64 = 880.0;
 const MARGIN: f64 = 12.0;
 /// The caption column (page id and size), left of the bars.
-const CAPTION_WIDTH: f64 = 124.0;
+const CAPTION_WIDTH: f64 = 136.0;
 /// Where bars start, and the widest bar (the largest page of the snapshot), in pixels.
 pub const BAR_X: f64 = MARGIN + CAPTION_WIDTH + 4.0;
 pub const BAR_WIDTH: f64 = WIDTH - 16.0 - BAR_X;
@@ -281,8 +281,11 @@ fn draw_axis(svg: &mut Svg, largest: u64, context: &Context<'_>, y: f64, rows_he
             r#"class="offset-tick""#,
             None,
         );
+        // The first label starts at the bar's left end, a label at the right edge ends there.
         let anchor = if bytes == 0.0 {
             Anchor::Start
+        } else if x + style::text_width(&label, SMALL_SIZE) / 2.0 > WIDTH - 4.0 {
+            Anchor::End
         } else {
             Anchor::Middle
         };
@@ -311,7 +314,7 @@ fn pool_heading(pool: &PoolSnapshot, worst: bool) -> Vec<(String, bool)> {
         format_bytes(t.bytes_reserved)
     );
     let mut second = format!(
-        "{} in use + {} padding · free {} in {}, largest {} · fragmentation {:.0}%",
+        "{} in use + {} padding · free {} in {}, largest {} · fragmentation {:.0}% (between slices)",
         format_bytes(t.bytes_in_use),
         format_bytes(t.bytes_padding),
         format_bytes(stats.bytes_free),
@@ -319,6 +322,12 @@ fn pool_heading(pool: &PoolSnapshot, worst: bool) -> Vec<(String, bool)> {
         format_bytes(stats.largest_free),
         stats.fragmentation() * 100.0
     );
+    if stats.empty_pages > 0 {
+        second.push_str(&format!(
+            " · {} empty",
+            counted(stats.empty_pages, "page", "pages")
+        ));
+    }
     if worst {
         second.push_str(" · ⚠ the most fragmented pool");
     }
@@ -378,12 +387,12 @@ fn draw_page(svg: &mut Svg, page: &PageSnapshot, context: &Context<'_>, y: f64) 
     let centre = y + PAGE_ROW / 2.0;
     let caption = format!("page {} · {}", page.id, compact_bytes(page.size));
     svg.text(
-        (MARGIN + 14.0, centre),
+        (MARGIN + 8.0, centre),
         SMALL_SIZE,
         Weight::Normal,
         Anchor::Start,
         INK,
-        &style::fit(&caption, SMALL_SIZE, CAPTION_WIDTH - 16.0),
+        &style::fit(&caption, SMALL_SIZE, CAPTION_WIDTH - 12.0),
         "",
     );
     let width = page.size as f64 * context.scale;

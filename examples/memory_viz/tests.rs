@@ -721,7 +721,13 @@ fn titles_cover_every_live_slice_with_its_details_and_frames() {
 #[test]
 fn every_text_is_at_least_10_px_at_880_px_and_lies_within_the_picture() {
     let (timeline, pages) = demo_pictures();
-    for (name, svg) in [("timeline", timeline), ("pages", pages)] {
+    // The layers' largest page is 1 MiB: its last offset tick sits at the right edge.
+    let (_, layer_pages) = pictures(&layers_snapshot(), None);
+    for (name, svg) in [
+        ("timeline", timeline),
+        ("pages", pages),
+        ("layer pages", layer_pages),
+    ] {
         let doc = parse(&svg);
         let width = number(doc.root_element(), "width");
         let texts: Vec<Node<'_, '_>> = doc

@@ -272,6 +272,12 @@ pub struct PoolStats {
     /// The longest free range of any page, in bytes: the largest reservation the pool can
     /// still place without a new page.
     pub largest_free: u64,
+    /// Pages that hold no live slice (what a cleanup can give back).
+    pub empty_pages: u64,
+    /// Free bytes of the pages that hold at least one live slice.
+    pub bytes_free_in_used_pages: u64,
+    /// The longest free range of a page that holds at least one live slice, in bytes.
+    pub largest_free_in_used_pages: u64,
 }
 
 impl PoolStats {
@@ -282,23 +288,34 @@ impl PoolStats {
     pub fn of(pool: &super::snapshot::PoolSnapshot) -> PoolStats {
         pool.pages.iter().fold(PoolStats::default(), |sum, page| {
             let stats = PageStats::of(page);
+            let used = stats.live_slices > 0;
             PoolStats {
                 pages: sum.pages + 1,
                 bytes_reserved: sum.bytes_reserved.saturating_add(page.size),
                 bytes_free: sum.bytes_free.saturating_add(stats.bytes_free),
                 free_ranges: sum.free_ranges + stats.free_ranges,
                 largest_free: sum.largest_free.max(stats.largest_free),
+                empty_pages: sum.empty_pages + u64::from(!used),
+                bytes_free_in_used_pages: sum.bytes_free_in_used_pages
+                    + if used { stats.bytes_free } else { 0 },
+                largest_free_in_used_pages: if used {
+                    sum.largest_free_in_used_pages.max(stats.largest_free)
+                } else {
+                    sum.largest_free_in_used_pages
+                },
             }
         })
     }
 
-    /// How fragmented the free bytes are, from 0 (all free bytes in one range, or none free)
-    /// towards 1 (scattered in many small ranges): 1 − largest free range / free bytes.
+    /// How fragmented the free bytes between live slices are, from 0 (all in one range, or
+    /// none free) towards 1 (scattered in many small ranges): 1 − the largest free range /
+    /// the free bytes, over the pages that hold a live slice. Empty pages are not
+    /// fragmentation (a cleanup gives them back whole), so they do not count.
     pub fn fragmentation(&self) -> f64 {
-        if self.bytes_free == 0 {
+        if self.bytes_free_in_used_pages == 0 {
             return 0.0;
         }
-        1.0 - self.largest_free as f64 / self.bytes_free as f64
+        1.0 - self.largest_free_in_used_pages as f64 / self.bytes_free_in_used_pages as f64
     }
 }
 
