@@ -33,6 +33,7 @@ mod cvd;
 mod demo;
 mod legend;
 mod pages_svg;
+mod peak_svg;
 mod style;
 mod svg;
 mod timeline_svg;
