@@ -259,3 +259,450 @@ fn a_timeline_of_a_snapshot_at_the_end_of_time_does_not_overflow() {
     let timeline = Timeline::from_snapshot(&at_end, &labels, 100);
     assert!(timeline.end_us > timeline.start_us);
 }
+
+// ---- PyTorch's snapshot format, read back by Python's own pickle ------------------------
+
+/// A snapshot on two memories whose history reserves, frees, makes and gives back pages
+/// and fails once, with a backtrace on one reservation.
+fn pytorch_snapshot() -> MemorySnapshot {
+    let mut snapshot = snapshot();
+    snapshot.memories.push(MemorySnapshotMemory {
+        name: "staging".to_string(),
+        pools: vec![PoolSnapshot {
+            pool: "sliced 64 KiB".to_string(),
+            index: 0,
+            pages: vec![PageSnapshot {
+                id: 0,
+                size: 65536,
+                slices: vec![],
+            }],
+        }],
+    });
+    let at = |kind, time, bytes| HistoryEvent {
+        memory: Some(MAIN_MEMORY.to_string()),
+        page: Some(7),
+        ..HistoryEvent::new(time, kind, bytes)
+    };
+    snapshot.history = vec![
+        at(EventKind::PageMade, 1_000, 1024),
+        HistoryEvent {
+            offset: Some(0),
+            id: Some(0),
+            label: Some("model/weights".to_string()),
+            backtrace: Some("   0: app::load\n             at ./src/app.rs:42:9\n".to_string()),
+            ..at(EventKind::Reserve, 2_000, 100)
+        },
+        HistoryEvent {
+            offset: Some(128),
+            id: Some(128),
+            label: Some("model/activations".to_string()),
+            ..at(EventKind::Reserve, 3_000, 200)
+        },
+        HistoryEvent {
+            offset: Some(384),
+            id: Some(5),
+            label: Some("model/scratch".to_string()),
+            ..at(EventKind::Reserve, 3_500, 64)
+        },
+        HistoryEvent {
+            offset: Some(384),
+            id: Some(5),
+            label: Some("model/scratch".to_string()),
+            ..at(EventKind::Free, 3_600, 64)
+        },
+        HistoryEvent {
+            memory: Some("staging".to_string()),
+            pool: Some("sliced 64 KiB".to_string()),
+            page: Some(3),
+            ..HistoryEvent::new(3_700, EventKind::PageMade, 65536)
+        },
+        HistoryEvent {
+            memory: Some("staging".to_string()),
+            pool: Some("sliced 64 KiB".to_string()),
+            page: Some(3),
+            ..HistoryEvent::new(3_800, EventKind::PageReleased, 65536)
+        },
+        HistoryEvent {
+            label: Some("model/huge".to_string()),
+            ..HistoryEvent::new(4_000, EventKind::OutOfMemory, 1 << 40)
+        },
+        HistoryEvent::new(4_500, EventKind::Launch, 0),
+    ];
+    snapshot
+}
+
+/// Python that loads the pickle given as argv[1] with the standard `pickle` module, checks
+/// every record's keys and value types against the schema of
+/// `torch.cuda.memory._snapshot()`, and prints the whole value as JSON (tuples as lists).
+const PYTHON_CHECK: &str = r#"
+import json, pickle, sys
+with open(sys.argv[1], "rb") as f:
+    s = pickle.load(f)
+assert type(s) is dict and set(s) == {"segments", "device_traces"}, s.keys()
+FRAME = {"filename": str, "line": int, "name": str}
+SEGMENT = {"device": int, "address": int, "total_size": int, "allocated_size": int,
+           "active_size": int, "requested_size": int, "stream": int, "segment_type": str,
+           "segment_pool_id": tuple, "is_expandable": bool, "frames": list, "blocks": list}
+BLOCK = {"address": int, "size": int, "requested_size": int, "state": str, "frames": list}
+TRACE = {"action": str, "addr": int, "size": int, "stream": int, "time_us": int, "frames": list}
+def check(record, schema):
+    assert type(record) is dict, record
+    assert set(record) == set(schema), (sorted(record), sorted(schema))
+    for key, kind in schema.items():
+        assert type(record[key]) is kind, (key, type(record[key]))
+def frames(list_):
+    for frame in list_:
+        check(frame, FRAME)
+for seg in s["segments"]:
+    check(seg, SEGMENT)
+    assert seg["segment_type"] in ("small", "large")
+    assert len(seg["segment_pool_id"]) == 2
+    frames(seg["frames"])
+    end = seg["address"]
+    for block in seg["blocks"]:
+        check(block, BLOCK)
+        assert block["state"] in ("active_allocated", "active_awaiting_free", "inactive")
+        assert block["address"] == end, "blocks cover the segment in order"
+        end += block["size"]
+        frames(block["frames"])
+    assert end == seg["address"] + seg["total_size"]
+assert type(s["device_traces"]) is list and len(s["device_traces"]) == 1
+for entry in s["device_traces"][0]:
+    if entry["action"] == "oom":
+        oom = dict(TRACE, device_free=int)
+        del oom["addr"]
+        check(entry, oom)
+    else:
+        check(entry, TRACE)
+    assert entry["action"] in ("alloc", "free_requested", "free_completed",
+                               "segment_alloc", "segment_free", "oom")
+    frames(entry["frames"])
+print(json.dumps(s))
+"#;
+
+#[test]
+fn the_pytorch_export_reads_back_in_python_field_by_field() {
+    let snapshot = pytorch_snapshot();
+    let path = std::env::temp_dir().join(format!("wgpu-memory-{}.pickle", std::process::id()));
+    snapshot.write_to(&path).unwrap();
+    let output = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(PYTHON_CHECK)
+        .arg(&path)
+        .output()
+        .expect("python3 runs (it is on CI's image)");
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        output.status.success(),
+        "python3 refused the pickle: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+
+    // Page 7 of main: one segment, blocks weights (100 + 28 padding), activations (200 + 56),
+    // and the free rest; made-up addresses from the base.
+    let segments = value["segments"].as_array().unwrap();
+    assert_eq!(segments.len(), 2);
+    let main = &segments[0];
+    let base = wgpu_memory::report::BASE_ADDRESS;
+    assert_eq!(main["address"], base);
+    assert_eq!(main["total_size"], 1024);
+    assert_eq!(main["allocated_size"], 128 + 256);
+    assert_eq!(main["active_size"], 128 + 256);
+    assert_eq!(main["requested_size"], 300);
+    assert_eq!(main["stream"], 0);
+    assert_eq!(main["segment_type"], "small");
+    assert_eq!(main["segment_pool_id"], serde_json::json!([0, 0]));
+    assert_eq!(main["is_expandable"], false);
+    let blocks = main["blocks"].as_array().unwrap();
+    let shape: Vec<(u64, u64, u64, &str)> = blocks
+        .iter()
+        .map(|b| {
+            (
+                b["address"].as_u64().unwrap() - base,
+                b["size"].as_u64().unwrap(),
+                b["requested_size"].as_u64().unwrap(),
+                b["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (0, 128, 100, "active_allocated"),
+            (128, 256, 200, "active_allocated"),
+            (384, 640, 0, "inactive"),
+        ]
+    );
+    assert_eq!(
+        blocks[0]["frames"],
+        serde_json::json!([
+            {"filename": "label", "line": 0, "name": "model/weights"},
+            {"filename": "./src/app.rs", "line": 42, "name": "app::load"},
+        ])
+    );
+    assert_eq!(blocks[1]["frames"][0]["name"], "model/activations");
+    // The staging page: its own stream and pool id, after main's page in address.
+    let staging = &segments[1];
+    assert_eq!(staging["stream"], 1);
+    assert_eq!(staging["segment_pool_id"], serde_json::json!([1, 0]));
+    assert!(staging["address"].as_u64().unwrap() >= base + wgpu_memory::report::PAGE_ALIGN);
+    assert_eq!(staging["blocks"][0]["state"], "inactive");
+
+    // The trace: segment, three allocs, the scratch's free (requested, completed), the
+    // staging page made and given back, the out-of-memory; the launch left out.
+    let trace = value["device_traces"][0].as_array().unwrap();
+    let actions: Vec<(&str, u64, u64)> = trace
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap(),
+                e["size"].as_u64().unwrap(),
+                e["time_us"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("segment_alloc", 1024, 1_000),
+            ("alloc", 100, 2_000),
+            ("alloc", 200, 3_000),
+            ("alloc", 64, 3_500),
+            ("free_requested", 64, 3_600),
+            ("free_completed", 64, 3_600),
+            ("segment_alloc", 65536, 3_700),
+            ("segment_free", 65536, 3_800),
+            ("oom", 1 << 40, 4_000),
+        ]
+    );
+    assert_eq!(trace[0]["addr"], base);
+    assert_eq!(trace[1]["addr"], base);
+    assert_eq!(trace[2]["addr"], base + 128);
+    assert_eq!(trace[3]["addr"], trace[4]["addr"]);
+    assert_eq!(trace[5]["addr"], base + 384);
+    assert_eq!(trace[1]["frames"][1]["name"], "app::load");
+    assert_eq!(trace[4]["frames"][0]["name"], "model/scratch");
+    assert_eq!(trace[6]["stream"], 1);
+    assert_eq!(trace[8]["device_free"], 0);
+}
+
+#[test]
+fn write_to_picks_json_unless_the_path_says_pickle() {
+    let snapshot = pytorch_snapshot();
+    let dir = std::env::temp_dir();
+    let json = dir.join(format!("wgpu-memory-{}.json", std::process::id()));
+    snapshot.write_to(&json).unwrap();
+    let text = std::fs::read_to_string(&json).unwrap();
+    assert_eq!(MemorySnapshot::from_json(&text).unwrap(), snapshot);
+    std::fs::remove_file(&json).unwrap();
+    let pickle = dir.join(format!("wgpu-memory-{}.PKL", std::process::id()));
+    snapshot.write_to(&pickle).unwrap();
+    let bytes = std::fs::read(&pickle).unwrap();
+    std::fs::remove_file(&pickle).unwrap();
+    // Pickle protocol 2+ starts with PROTO.
+    assert_eq!(bytes[0], 0x80);
+    let error = snapshot
+        .write_to(std::path::Path::new("/nonexistent-dir/x.pickle"))
+        .unwrap_err();
+    assert!(error.contains("/nonexistent-dir/x.pickle"), "{error}");
+}
+
+// ---- the levels behind the pictures -----------------------------------------------------
+
+#[test]
+fn reserved_splits_into_bands_that_add_up_and_each_column_keeps_its_dip() {
+    let mut snapshot = pytorch_snapshot();
+    // A second main page made and given back within one column, 10 µs apart.
+    snapshot.history.push(HistoryEvent {
+        memory: Some(MAIN_MEMORY.to_string()),
+        page: Some(8),
+        ..HistoryEvent::new(3_900, EventKind::PageMade, 4096)
+    });
+    snapshot.history.push(HistoryEvent {
+        memory: Some(MAIN_MEMORY.to_string()),
+        page: Some(8),
+        ..HistoryEvent::new(3_910, EventKind::PageReleased, 4096)
+    });
+    let labels = TopLabels::from_snapshot(&snapshot, 8, None);
+    let timeline = Timeline::from_snapshot(&snapshot, &labels, 10);
+    for sample in &timeline.samples {
+        assert_eq!(
+            sample.bands.total(),
+            sample.reserved,
+            "at {} µs",
+            sample.time_us
+        );
+        assert!(sample.reserved_min <= sample.reserved && sample.reserved <= sample.reserved_max);
+        assert_eq!(sample.bands.main_in_use, sample.total_in_use());
+    }
+    // At the end: page 7 holds 300 bytes in use of 1024, the staging page 65536.
+    let last = timeline.samples.last().unwrap();
+    assert_eq!(last.bands.main_in_use, 300);
+    assert_eq!(last.bands.main_free_in_used_pages, 724);
+    assert_eq!(last.bands.main_empty_pages, 0);
+    assert_eq!(last.bands.staging, 65536);
+    // The column of 3.9 ms saw 4096 more reserved for 10 µs, and its markers sit within.
+    let column = timeline.column_of(3_900);
+    let sample = timeline
+        .samples
+        .iter()
+        .find(|s| timeline.column_of(s.time_us) == column && s.time_us > timeline.start_us)
+        .unwrap();
+    assert_eq!(sample.reserved_max - sample.reserved_end, 4096);
+    for marker in timeline
+        .markers
+        .iter()
+        .filter(|m| timeline.column_of(m.time_us) == column)
+    {
+        assert!((sample.reserved_min..=sample.reserved_max).contains(&marker.reserved_after));
+    }
+    // Before the weights' reservation, page 7 was empty: a page a cleanup could give back.
+    let first = &timeline.samples[1];
+    assert_eq!(first.time_us, 1_000);
+    assert_eq!(first.bands.main_empty_pages, 1024);
+}
+
+#[test]
+fn the_peak_holders_add_up_to_the_peak_label_by_label() {
+    let snapshot = pytorch_snapshot();
+    let labels = TopLabels::from_snapshot(&snapshot, 1, Some(1));
+    let timeline = Timeline::from_snapshot(&snapshot, &labels, 100);
+    assert_eq!(timeline.peak_in_use, 364);
+    assert_eq!(timeline.peak_in_use_us, 3_500);
+    assert_eq!(
+        timeline.peak_holders,
+        [
+            ("model/activations".to_string(), 200),
+            ("model/weights".to_string(), 100),
+            ("model/scratch".to_string(), 64),
+        ]
+    );
+    assert_eq!(
+        wgpu_memory::report::peak_holders(&snapshot, 3_600),
+        [
+            ("model/activations".to_string(), 200),
+            ("model/weights".to_string(), 100),
+        ]
+    );
+}
+
+#[test]
+fn a_snapshot_taken_back_to_a_moment_has_that_moments_slices_and_pages() {
+    let snapshot = pytorch_snapshot();
+    let at = snapshot.at(3_550).unwrap();
+    at.check().unwrap();
+    let page = &at.memories[0].pools[0].pages[0];
+    let live: Vec<(u64, u64, Option<&str>)> = page
+        .slices
+        .iter()
+        .filter(|s| s.live)
+        .map(|s| (s.offset, s.size, s.label.as_deref()))
+        .collect();
+    assert_eq!(
+        live,
+        [
+            (0, 100, Some("model/weights")),
+            (128, 200, Some("model/activations")),
+            (384, 64, Some("model/scratch")),
+        ]
+    );
+    // Ages count from the moment; the free ranges are listed again.
+    assert_eq!(
+        page.slices.iter().find(|s| s.id == Some(0)).unwrap().age_us,
+        Some(1_550)
+    );
+    assert!(page.slices.iter().any(|s| !s.live && s.offset == 448));
+    assert!(at.history.iter().all(|e| e.time_us <= 3_550));
+    assert_eq!(at.taken_us, 3_550);
+    // At 3.75 ms the staging page 3 existed; at 0.5 ms page 7 did not.
+    let staging = snapshot.at(3_750).unwrap();
+    assert!(
+        staging.memory("staging").unwrap().pools[0]
+            .pages
+            .iter()
+            .any(|p| p.id == 3)
+    );
+    let early = snapshot.at(500).unwrap();
+    assert!(early.memories[0].pools[0].pages.is_empty());
+    assert!(matches!(
+        snapshot.at(6_000),
+        Err(wgpu_memory::report::RewindError::AfterSnapshot {
+            asked_us: 6_000,
+            taken_us: 5_000
+        })
+    ));
+    let mut dropped = snapshot.clone();
+    dropped.history_dropped = 3;
+    assert!(matches!(
+        dropped.at(500),
+        Err(wgpu_memory::report::RewindError::BeforeHistory {
+            first_kept_us: 1_000,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn pool_stats_measure_fragmentation() {
+    let snapshot = snapshot();
+    let pool = &snapshot.memories[0].pools[0];
+    let stats = wgpu_memory::report::PoolStats::of(pool);
+    // Live footprints 0..128 and 128..384: one free range of 640 bytes.
+    assert_eq!(stats.bytes_free, 640);
+    assert_eq!(stats.free_ranges, 1);
+    assert_eq!(stats.largest_free, 640);
+    assert_eq!(stats.fragmentation(), 0.0);
+    let mut holed = pool.clone();
+    holed.pages[0].slices.push(SliceSnapshot::live(512, 100, 0));
+    let stats = wgpu_memory::report::PoolStats::of(&holed);
+    assert_eq!(
+        (stats.free_ranges, stats.largest_free, stats.bytes_free),
+        (2, 412, 540)
+    );
+    assert!((stats.fragmentation() - (1.0 - 412.0 / 540.0)).abs() < 1e-12);
+}
+
+/// A compaction's move is undone too: before it, the slice is back in the page and at
+/// the offset it left, and the page it went to is empty.
+#[test]
+fn a_moment_before_a_move_has_the_slice_where_it_was() {
+    let mut snapshot = pytorch_snapshot();
+    let pool = &mut snapshot.memories[0].pools[0];
+    let moved = pool.pages[0].slices.remove(1);
+    pool.pages[0].slices.push(SliceSnapshot::free(128, 256));
+    pool.pages[0].slices.sort_by_key(|slice| slice.offset);
+    let mut arrived = moved.clone();
+    arrived.offset = 0;
+    pool.pages.push(PageSnapshot {
+        id: 8,
+        size: 1024,
+        slices: vec![arrived, SliceSnapshot::free(256, 768)],
+    });
+    snapshot.history.push(HistoryEvent {
+        memory: Some(MAIN_MEMORY.to_string()),
+        page: Some(8),
+        offset: Some(0),
+        from_page: Some(7),
+        from_offset: Some(128),
+        id: moved.id,
+        ..HistoryEvent::new(4_800, EventKind::Move, moved.size)
+    });
+    let before = snapshot.at(4_700).unwrap();
+    let pages = &before.memories[0].pools[0].pages;
+    let live = |id: u64| -> Vec<u64> {
+        pages
+            .iter()
+            .find(|page| page.id == id)
+            .map(|page| {
+                page.slices
+                    .iter()
+                    .filter(|s| s.live)
+                    .map(|s| s.offset)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(live(7), vec![0, 128]);
+    assert!(live(8).is_empty());
+}

@@ -231,7 +231,10 @@ pub fn account<M: Counted>(make: impl Fn() -> M, trace: &Trace) -> Accounting {
 /// with everything still live held: `(in use, reserved, largest page held)` after it.
 /// (The traces end by dropping everything, so a cleanup after the last op would find an
 /// empty memory.)
-fn after_last_reservation<M: Counted>(make: &impl Fn() -> M, trace: &Trace) -> Option<(u64, u64, u64)> {
+fn after_last_reservation<M: Counted>(
+    make: &impl Fn() -> M,
+    trace: &Trace,
+) -> Option<(u64, u64, u64)> {
     let last = trace
         .ops
         .iter()

@@ -1,17 +1,25 @@
 //! Pictures of a memory snapshot: where the memory went.
 //!
 //! ```sh
-//! cargo run --example memory_viz -- snapshot.json --out DIR [--top N] [--depth D]
+//! cargo run --example memory_viz -- snapshot.json --out DIR [--top N] [--depth D] [--at T]
+//! cargo run --example memory_viz -- snapshot.json --pytorch OUT.pickle
 //! cargo run --example memory_viz -- --demo snapshot.json
 //! ```
 //!
 //! The first form reads a snapshot (`MemorySnapshot` as JSON) and writes `DIR/timeline.svg`
-//! (bytes in use over time, stacked by label; bytes reserved; pages made and given back,
-//! cleanups, out-of-memory, the legend listing only the kinds that occur) and `DIR/pages.svg`
-//! (one bar per page, each slice to scale and coloured by label, free space and padding
-//! visible; pools without pages are counted in their memory's heading, not drawn). Both are
-//! 1400 px wide; a legend text too long for its column wraps onto more rows rather than
-//! being cut. `--top N` names N labels (default 12:
+//! (bytes in use of the main memory over time, stacked by label, and above them the rest of
+//! reserved as bands: free bytes inside used pages, empty pages, readback and upload
+//! staging; the peak marked with what held it; pages made and given back on the reserved
+//! line, cleanups, out-of-memory; the legend listing only the kinds that occur) and
+//! `DIR/pages.svg` (one bar per page, every bar on one byte scale with an offset axis, each
+//! slice coloured by label, free space and padding visible, each pool's free bytes, free
+//! ranges, largest free range and fragmentation, the most fragmented pool flagged; pools
+//! without pages are counted in their memory's heading, not drawn). Both are 880 px wide (a
+//! README column) and every slice, band and marker has a hover text (`<title>`).
+//! `--at T` draws the page map at moment T of the history (ms since the client started;
+//! `us`, `ms` or `s` may follow the number) instead of at the end. `--pytorch OUT.pickle`
+//! writes the snapshot in PyTorch's format, for `pytorch.org/memory_viz` (with or without
+//! `--out`). `--top N` names N labels (default 12:
 //! the largest, and each pool's largest) and draws the rest as "other". Labels are grouped by
 //! their first scopes ("model/layer 3/attn" at depth 1 is "model") as deep as still fits in
 //! N groups; `--depth D` picks the depth, `--depth all` keeps whole labels. The second form writes a synthetic snapshot
@@ -20,10 +28,14 @@
 //! Exit status: 0 on success, 2 on bad arguments or an unreadable or invalid snapshot (with
 //! a message on stderr), 1 when a file cannot be written.
 
+mod axis;
+mod cvd;
 mod demo;
 mod legend;
 mod pages_svg;
+mod peak_svg;
 mod style;
+mod svg;
 mod timeline_svg;
 
 use std::path::{Path, PathBuf};
@@ -33,7 +45,7 @@ use wgpu_memory::report::{MemorySnapshot, TopLabels};
 /// The number of labels drawn one by one when `--top` is not given.
 const DEFAULT_TOP: usize = 12;
 
-const USAGE: &str = "usage: memory_viz SNAPSHOT.json --out DIR [--top N] [--depth D|all]\n       memory_viz --demo OUT.json";
+const USAGE: &str = "usage: memory_viz SNAPSHOT.json [--out DIR] [--top N] [--depth D|all] [--at T[us|ms|s]] [--pytorch OUT.pickle]\n       memory_viz --demo OUT.json";
 
 /// How labels are grouped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,9 +63,14 @@ enum Depth {
 enum Command {
     Draw {
         snapshot: PathBuf,
-        out: PathBuf,
+        /// Where the SVGs go, if they are asked for.
+        out: Option<PathBuf>,
         top: usize,
         depth: Depth,
+        /// The moment of the page map, in µs (`None`: the end).
+        at: Option<u64>,
+        /// Where the PyTorch pickle goes, if it is asked for.
+        pytorch: Option<PathBuf>,
     },
     Demo {
         out: PathBuf,
@@ -69,6 +86,22 @@ enum Failure {
     Output(String),
 }
 
+/// A moment: a number of ms, or of µs, ms or s with that suffix.
+fn parse_time(value: &str) -> Option<u64> {
+    let (number, scale) = if let Some(n) = value.strip_suffix("us") {
+        (n, 1.0)
+    } else if let Some(n) = value.strip_suffix("ms") {
+        (n, 1e3)
+    } else if let Some(n) = value.strip_suffix('s') {
+        (n, 1e6)
+    } else {
+        (value, 1e3)
+    };
+    let number: f64 = number.trim().parse().ok()?;
+    let us = number * scale;
+    (us.is_finite() && us >= 0.0 && us < u64::MAX as f64).then(|| us.round() as u64)
+}
+
 fn parse(args: &[String]) -> Result<Command, Failure> {
     let usage = |why: &str| Failure::Input(format!("{why}\n{USAGE}"));
     let mut snapshot = None;
@@ -76,6 +109,8 @@ fn parse(args: &[String]) -> Result<Command, Failure> {
     let mut top = DEFAULT_TOP;
     let mut depth = Depth::Fitting;
     let mut demo = None;
+    let mut at = None;
+    let mut pytorch = None;
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         match arg.as_str() {
@@ -86,6 +121,19 @@ fn parse(args: &[String]) -> Result<Command, Failure> {
                 )
             }
             "--demo" => demo = Some(iter.next().ok_or_else(|| usage("--demo needs a file"))?),
+            "--pytorch" => {
+                pytorch = Some(PathBuf::from(
+                    iter.next().ok_or_else(|| usage("--pytorch needs a file"))?,
+                ))
+            }
+            "--at" => {
+                let value = iter.next().ok_or_else(|| usage("--at needs a time"))?;
+                at = Some(parse_time(value).ok_or_else(|| {
+                    usage(&format!(
+                        "--at: {value:?} is not a time (ms, or with us/ms/s)"
+                    ))
+                })?);
+            }
             "--top" => {
                 let value = iter.next().ok_or_else(|| usage("--top needs a number"))?;
                 top = value
@@ -120,14 +168,20 @@ fn parse(args: &[String]) -> Result<Command, Failure> {
         (Some(demo), None, None) => Ok(Command::Demo {
             out: PathBuf::from(demo),
         }),
-        (None, Some(snapshot), Some(out)) => Ok(Command::Draw {
+        (None, Some(_), None) if pytorch.is_none() => {
+            Err(usage("--out DIR (or --pytorch FILE) is missing"))
+        }
+        (None, Some(snapshot), out) => Ok(Command::Draw {
             snapshot: PathBuf::from(snapshot),
-            out: PathBuf::from(out),
+            out: out.map(PathBuf::from),
             top,
             depth,
+            at,
+            pytorch,
         }),
-        (None, Some(_), None) => Err(usage("--out DIR is missing")),
-        _ => Err(usage("give a snapshot and --out, or --demo alone")),
+        _ => Err(usage(
+            "give a snapshot and --out or --pytorch, or --demo alone",
+        )),
     }
 }
 
@@ -140,12 +194,14 @@ fn read_snapshot(path: &Path) -> Result<MemorySnapshot, Failure> {
 }
 
 /// Writes `timeline.svg` and `pages.svg` for `snapshot` into `out`, naming `top` label
-/// groups grouped as `depth` says; returns their paths.
+/// groups grouped as `depth` says, the page map at `at` (µs) when given; returns their
+/// paths.
 fn draw(
     snapshot: &MemorySnapshot,
     out: &Path,
     top: usize,
     depth: Depth,
+    at: Option<u64>,
 ) -> Result<[PathBuf; 2], Failure> {
     let depth = match depth {
         Depth::Fitting => TopLabels::fitting_depth(snapshot, top),
@@ -153,10 +209,16 @@ fn draw(
         Depth::Scopes(scopes) => Some(scopes),
     };
     let labels = TopLabels::from_snapshot(snapshot, top, depth);
-    let timeline = timeline_svg::render(snapshot, &labels)
-        .map_err(|e| Failure::Output(format!("drawing timeline.svg: {e}")))?;
-    let pages = pages_svg::render(snapshot, &labels)
-        .map_err(|e| Failure::Output(format!("drawing pages.svg: {e}")))?;
+    let timeline = timeline_svg::render(snapshot, &labels);
+    let pages = match at {
+        Some(time_us) => {
+            let then = snapshot
+                .at(time_us)
+                .map_err(|e| Failure::Input(format!("--at: {e}")))?;
+            pages_svg::render(&then, &labels, Some(time_us))
+        }
+        None => pages_svg::render(snapshot, &labels, None),
+    };
     std::fs::create_dir_all(out).map_err(|e| Failure::Output(format!("{}: {e}", out.display())))?;
     let paths = [out.join("timeline.svg"), out.join("pages.svg")];
     for (path, svg) in paths.iter().zip([timeline, pages]) {
@@ -181,6 +243,8 @@ fn run(args: &[String]) -> Result<(), Failure> {
             out,
             top,
             depth,
+            at,
+            pytorch,
         } => {
             let snap = read_snapshot(&snapshot)?;
             if let Err(problem) = snap.check() {
@@ -189,7 +253,17 @@ fn run(args: &[String]) -> Result<(), Failure> {
                     snapshot.display()
                 );
             }
-            for path in draw(&snap, &out, top, depth)? {
+            if let Some(out) = out {
+                for path in draw(&snap, &out, top, depth, at)? {
+                    println!("wrote {}", path.display());
+                }
+            }
+            if let Some(path) = pytorch {
+                let bytes = snap
+                    .to_pytorch_pickle()
+                    .map_err(|e| Failure::Output(format!("serializing {}: {e}", path.display())))?;
+                std::fs::write(&path, bytes)
+                    .map_err(|e| Failure::Output(format!("{}: {e}", path.display())))?;
                 println!("wrote {}", path.display());
             }
         }

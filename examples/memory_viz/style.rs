@@ -1,77 +1,128 @@
 //! Colours, fonts and text fitting shared by both pictures, so a label keeps its colour
-//! from the timeline to the page map.
+//! from the timeline to the page map, and from one run to the next.
+//!
+//! The label palette was chosen so that any two of its colours, and each of them against
+//! the fixed colours ([`FREE`], [`PADDING`], [`OTHER`], white and [`INK`]), stay at least
+//! ΔE2000 11 apart for normal vision and under deuteranopia and protanopia simulation
+//! (greedy farthest-point search over an sRGB grid, see `cvd.rs` for the measure). A label
+//! takes the palette colour its name hashes to (FNV-1a), or the next free one when a
+//! larger label already took it, so its colour does not depend on its rank; past the
+//! palette's 12 colours, labels get hatched variants, never a repeated fill.
 
-use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
+use crate::cvd;
+use crate::svg::{Fill, Rgb};
+use wgpu_memory::report::TopLabels;
 
-/// One colour per top label, in rank order (Tableau 10 without its grey, then three more);
-/// labels past the palette reuse it from the start.
-const PALETTE: [RGBColor; 12] = [
-    RGBColor(0x4E, 0x79, 0xA7),
-    RGBColor(0xF2, 0x8E, 0x2B),
-    RGBColor(0xE1, 0x57, 0x59),
-    RGBColor(0x76, 0xB7, 0xB2),
-    RGBColor(0x59, 0xA1, 0x4F),
-    RGBColor(0xED, 0xC9, 0x48),
-    RGBColor(0xB0, 0x7A, 0xA1),
-    RGBColor(0xFF, 0x9D, 0xA7),
-    RGBColor(0x9C, 0x75, 0x5F),
-    RGBColor(0xBC, 0xBD, 0x22),
-    RGBColor(0x17, 0xBE, 0xCF),
-    RGBColor(0x7B, 0x4E, 0xA3),
+/// The label colours.
+pub const PALETTE: [Rgb; 12] = [
+    Rgb(0x55, 0x00, 0xFF),
+    Rgb(0x44, 0x77, 0x00),
+    Rgb(0xFF, 0xCC, 0x00),
+    Rgb(0xAA, 0x99, 0xFF),
+    Rgb(0x88, 0x55, 0x77),
+    Rgb(0xBB, 0x99, 0x66),
+    Rgb(0x11, 0x66, 0x44),
+    Rgb(0xDD, 0xCC, 0xFF),
+    Rgb(0xEE, 0xCC, 0xAA),
+    Rgb(0xAA, 0x77, 0xAA),
+    Rgb(0x99, 0x22, 0x99),
+    Rgb(0x88, 0x66, 0xEE),
 ];
 
+/// Readback staging pages (from the same search as the palette).
+pub const STAGING: Rgb = Rgb(0x33, 0x88, 0x66);
+/// Upload staging pages.
+pub const UPLOAD: Rgb = Rgb(0xDD, 0x99, 0x11);
 /// The "other labels" series.
-pub const OTHER: RGBColor = RGBColor(0xB8, 0xAE, 0xA8);
-/// Free bytes of a page.
-pub const FREE: RGBColor = RGBColor(0xEE, 0xEE, 0xEE);
+pub const OTHER: Rgb = Rgb(0x9E, 0x9E, 0x9E);
+/// Free bytes: of a page in the page map, inside used pages in the timeline.
+pub const FREE: Rgb = Rgb(0xE6, 0xE6, 0xE6);
+/// Empty main pages in the timeline: hatched, so they never rely on colour alone.
+pub const EMPTY_PAGES: Fill = Fill::Hatch {
+    base: Rgb(0xFF, 0xFF, 0xFF),
+    ink: Rgb(0xB4, 0xB4, 0xB4),
+    angle: 45,
+};
 /// Padding of live slices.
-pub const PADDING: RGBColor = RGBColor(0x30, 0x30, 0x30);
-/// The outline of a page bar. Used by nothing else, so the bars can be counted in the SVG
-/// (`stroke="#111111"`).
-pub const PAGE_FRAME: RGBColor = RGBColor(0x11, 0x11, 0x11);
+pub const PADDING: Rgb = Rgb(0x30, 0x30, 0x30);
+/// The outline of a page bar. Used by nothing else, so the bars can be counted in the SVG.
+pub const PAGE_FRAME: Rgb = Rgb(0x11, 0x11, 0x11);
 /// Text.
-pub const INK: RGBColor = RGBColor(0x20, 0x20, 0x20);
-/// Secondary text.
-pub const MUTED: RGBColor = RGBColor(0x60, 0x60, 0x60);
+pub const INK: Rgb = Rgb(0x20, 0x20, 0x20);
+/// Secondary text (still 7:1 against white).
+pub const MUTED: Rgb = Rgb(0x50, 0x50, 0x50);
+/// Grid lines.
+pub const GRID: Rgb = Rgb(0xDD, 0xDD, 0xDD);
 /// Bytes reserved.
-pub const RESERVED: RGBColor = RGBColor(0x10, 0x10, 0x10);
+pub const RESERVED: Rgb = Rgb(0x10, 0x10, 0x10);
 /// Page made.
-pub const PAGE_MADE: RGBColor = RGBColor(0x1B, 0x9E, 0x3E);
+pub const PAGE_MADE: Rgb = Rgb(0x1B, 0x9E, 0x3E);
 /// Page given back.
-pub const PAGE_RELEASED: RGBColor = RGBColor(0xD9, 0x5F, 0x02);
+pub const PAGE_RELEASED: Rgb = Rgb(0xD9, 0x5F, 0x02);
 /// Cleanup.
-pub const CLEANUP: RGBColor = RGBColor(0x37, 0x5C, 0xC8);
+pub const CLEANUP: Rgb = Rgb(0x37, 0x5C, 0xC8);
 /// Out of memory.
-pub const OUT_OF_MEMORY: RGBColor = RGBColor(0xCC, 0x00, 0x00);
+pub const OUT_OF_MEMORY: Rgb = Rgb(0xCC, 0x00, 0x00);
+/// The peak mark.
+pub const PEAK: Rgb = Rgb(0xC0, 0x00, 0x40);
 
-/// The font family of every text.
-pub const FAMILY: &str = "sans-serif";
+/// Text sizes, in px at the pictures' 880 px width (so at least 10 px in an 880 px column).
+pub const TITLE_SIZE: f64 = 16.0;
+pub const BODY_SIZE: f64 = 12.0;
+pub const SMALL_SIZE: f64 = 11.0;
 
-/// The colour of series `series` when `other` is the "other labels" series.
-pub fn series_color(series: usize, other: usize) -> RGBColor {
-    if series >= other {
-        OTHER
-    } else {
-        PALETTE[series % PALETTE.len()]
+/// FNV-1a of a label: the same on every run and platform.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Each series' fill (index as in [`TopLabels::series`]), "other" last.
+pub fn series_fills(labels: &TopLabels) -> Vec<Fill> {
+    let mut taken = [false; PALETTE.len()];
+    let mut fills: Vec<Fill> = Vec::with_capacity(labels.series_count());
+    let mut overflow = 0i32;
+    for name in labels.names() {
+        let preferred = (fnv1a(name) % PALETTE.len() as u64) as usize;
+        let free = (0..PALETTE.len())
+            .map(|step| (preferred + step) % PALETTE.len())
+            .find(|&index| !taken[index]);
+        fills.push(match free {
+            Some(index) => {
+                taken[index] = true;
+                Fill::Solid(PALETTE[index])
+            }
+            None => {
+                // Every colour is taken: a hatching of the preferred one, each at its own angle.
+                overflow += 1;
+                Fill::Hatch {
+                    base: PALETTE[preferred],
+                    ink: Rgb(0xFF, 0xFF, 0xFF),
+                    angle: (overflow * 37) % 180,
+                }
+            }
+        });
     }
+    fills.push(Fill::Solid(OTHER));
+    fills
 }
 
-/// A text style of `size` pixels as plotters takes them (the SVG says `size / 1.24` px),
-/// anchored at its left end, vertically centred.
-pub fn text(size: f64, color: &RGBColor) -> TextStyle<'static> {
-    (FAMILY, size)
-        .into_font()
-        .color(color)
-        .pos(Pos::new(HPos::Left, VPos::Center))
-}
-
-/// Like [`text`], bold.
-pub fn bold(size: f64, color: &RGBColor) -> TextStyle<'static> {
-    (FAMILY, size, FontStyle::Bold)
-        .into_font()
-        .color(color)
-        .pos(Pos::new(HPos::Left, VPos::Center))
+/// Gives the upper of two touching solid fills a hatching when they are closer than
+/// [`cvd::MIN_DELTA_E`] for some vision: `order` lists indices into `fills` bottom up.
+pub fn keep_apart(fills: &mut [Fill], order: &[usize]) {
+    for pair in order.windows(2) {
+        let (lower, upper) = (fills[pair[0]], fills[pair[1]]);
+        if let (Fill::Solid(a), Fill::Solid(b)) = (lower, upper)
+            && cvd::min_delta_e(a, b) < cvd::MIN_DELTA_E
+        {
+            fills[pair[1]] = Fill::Hatch {
+                base: b,
+                ink: Rgb(0xFF, 0xFF, 0xFF),
+                angle: 135,
+            };
+        }
+    }
 }
 
 /// The advance of `c` in em, about that of DejaVu Sans (what `sans-serif` is on most Linux
@@ -90,12 +141,11 @@ fn char_em(c: char) -> f64 {
     }
 }
 
-/// A generous estimate of the width in pixels of `text` at plotters size `size` (the SVG's
-/// font size is `size / 1.24`): per-character advances of a wide sans-serif font, plus 5 %.
-/// Overestimating only wastes room; underestimating overlaps.
+/// A generous estimate of the width in pixels of `text` at font size `size` px:
+/// per-character advances of a wide sans-serif font, plus 5 %. Overestimating only wastes
+/// room; underestimating overlaps.
 pub fn text_width(text: &str, size: f64) -> f64 {
-    let em = size / 1.24;
-    text.chars().map(char_em).sum::<f64>() * em * 1.05
+    text.chars().map(char_em).sum::<f64>() * size * 1.05
 }
 
 /// How much wider bold text is than [`text_width`] says (DejaVu Sans Bold is about 12 %
@@ -180,23 +230,58 @@ pub fn grouping(depth: usize) -> String {
     }
 }
 
-/// Bytes as MiB with enough decimals to tell ticks apart when `max_mib` is small.
-pub fn mib_label(value: f64, max_mib: f64) -> String {
-    let decimals = if max_mib >= 100.0 {
-        0
-    } else if max_mib >= 10.0 {
-        1
-    } else if max_mib >= 0.1 {
-        2
-    } else {
-        4
-    };
-    format!("{value:.decimals$}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_label_keeps_its_colour_whatever_its_rank_and_colours_never_repeat() {
+        let alone = TopLabels::rank([("layer 3/weights".to_string(), 10)], 12);
+        let crowd = TopLabels::rank(
+            (0..6)
+                .map(|i| (format!("layer {i}/activations"), 100 + i))
+                .chain([("layer 3/weights".to_string(), 10)]),
+            12,
+        );
+        let colour_of = |labels: &TopLabels| {
+            let series = labels.series(Some("layer 3/weights"));
+            series_fills(labels)[series]
+        };
+        // Placed after six larger labels, it keeps its colour unless one of them hashed to
+        // it first (they do not, for these names).
+        assert_eq!(colour_of(&alone), colour_of(&crowd));
+        let many = TopLabels::rank((0..20).map(|i| (format!("l{i}"), i)), 20);
+        let fills = series_fills(&many);
+        for (i, a) in fills.iter().enumerate() {
+            for b in &fills[i + 1..] {
+                assert_ne!(a, b, "a fill repeats");
+            }
+        }
+    }
+
+    #[test]
+    fn the_palette_is_apart_under_every_vision() {
+        let fixed = [OTHER, FREE, PADDING, INK, Rgb(0xFF, 0xFF, 0xFF)];
+        let all: Vec<Rgb> = PALETTE.iter().copied().chain([STAGING, UPLOAD]).collect();
+        for (i, &a) in all.iter().enumerate() {
+            for &b in all[i + 1..].iter().chain(&fixed) {
+                let d = cvd::min_delta_e(a, b);
+                assert!(d >= 11.0, "{} and {}: ΔE {d:.1}", a.hex(), b.hex());
+            }
+        }
+    }
+
+    #[test]
+    fn keep_apart_hatches_the_upper_of_two_close_colours() {
+        let mut fills = vec![
+            Fill::Solid(Rgb(0xD0, 0x40, 0x30)),
+            Fill::Solid(Rgb(0x60, 0x90, 0x30)),
+            Fill::Solid(Rgb(0xFF, 0xFF, 0xFF)),
+        ];
+        keep_apart(&mut fills, &[0, 1, 2]);
+        assert!(matches!(fills[1], Fill::Hatch { .. }));
+        assert!(matches!(fills[0], Fill::Solid(_)));
+    }
 
     #[test]
     fn fit_cuts_long_text_to_the_width() {
@@ -231,7 +316,7 @@ mod tests {
         }
         assert_eq!(wrap("short", 16.0, 200.0), ["short"]);
         assert_eq!(
-            wrap("model/layer 12/attention", 16.0, 130.0),
+            wrap("model/layer 12/attention", 13.0, 130.0),
             ["model/layer 12/", "attention"]
         );
     }

@@ -1,247 +1,478 @@
-//! timeline.svg: bytes in use over time stacked by label, bytes reserved as a line, and
-//! markers for pages made and given back, cleanups and out-of-memory.
+//! timeline.svg: what held the memory over time. Bytes in use of the main memory stacked
+//! by label, and above them the rest of reserved as bands (free bytes inside used main
+//! pages, empty main pages, readback staging, upload staging), so the top of the stack is
+//! the reserved line. The peak is marked with what held it; pages made and given back sit
+//! on the reserved line, which shows the least and the most reserved of every column.
 
-use crate::legend::{self, Entry, Swatch};
-use crate::style::{self, INK, MUTED, counted};
-use plotters::element::DashedPathElement;
-use plotters::prelude::*;
-use std::error::Error;
+use crate::axis;
+use crate::legend::{self, DOWN, Entry, Swatch, UP};
+use crate::peak_svg;
+use crate::style::{self, BODY_SIZE, INK, MUTED, SMALL_SIZE, TITLE_SIZE, counted};
+use crate::svg::{Anchor, Fill, Svg, Weight};
 use wgpu_memory::memory_management::format_bytes;
-use wgpu_memory::report::{EventKind, MemorySnapshot, Timeline, TopLabels};
+use wgpu_memory::report::{EventKind, MemorySnapshot, Timeline, TimelineSample, TopLabels};
 
-/// Picture size, in pixels: the least height (a long legend makes it taller).
-pub const WIDTH: u32 = 1400;
-const HEIGHT: u32 = 780;
-/// Width of the legend column on the right, in pixels.
-pub const LEGEND: u32 = 380;
-/// Height of the title band, in pixels.
-const TITLE: u32 = 84;
-/// Timeline samples (about one per pixel of the plot).
-const COLUMNS: usize = 1000;
-/// Where the legend's first heading sits, and the gap before the second, in pixels.
-const LEGEND_TOP: i32 = 24;
-const LEGEND_GAP: i32 = 14;
+/// Picture width, in pixels: a README column.
+pub const WIDTH: f64 = 880.0;
+pub const MARGIN: f64 = 12.0;
+/// The plot's left edge (room for byte labels), right edge and height, in pixels.
+pub const PLOT_X: f64 = 74.0;
+const PLOT_RIGHT: f64 = WIDTH - 16.0;
+pub const PLOT_HEIGHT: f64 = 300.0;
+/// The plot's width in pixels, and so its number of columns: one sample per pixel.
+pub const PLOT_WIDTH: f64 = PLOT_RIGHT - PLOT_X;
+/// Room above the plot for the peak's text.
+const PEAK_ROOM: f64 = 22.0;
 
-const MIB: f64 = (1u64 << 20) as f64;
+/// One layer of the stack: its fill, its bytes at each sample, and its hover text.
+pub struct Layer {
+    pub fill: Fill,
+    pub name: String,
+    pub values: Vec<u64>,
+    pub class: &'static str,
+}
 
-/// `(time, value)` points that hold each value until the next sample's time.
-fn steps(times: &[f64], values: &[f64]) -> Vec<(f64, f64)> {
-    let mut points = Vec::with_capacity(times.len() * 2);
-    for (i, (&t, &v)) in times.iter().zip(values).enumerate() {
-        points.push((t, v));
-        if let Some(&next) = times.get(i + 1) {
-            points.push((next, v));
+/// Maps times and bytes to pixels.
+pub struct Scale {
+    start_us: u64,
+    end_us: u64,
+    pub top: f64,
+    y_max: f64,
+}
+
+impl Scale {
+    pub fn x(&self, time_us: u64) -> f64 {
+        let span = (self.end_us - self.start_us) as f64;
+        PLOT_X + (time_us.saturating_sub(self.start_us)) as f64 / span * PLOT_WIDTH
+    }
+
+    pub fn y(&self, bytes: f64) -> f64 {
+        self.top + PLOT_HEIGHT - bytes / self.y_max * PLOT_HEIGHT
+    }
+}
+
+pub fn ms(time_us: u64) -> String {
+    format!("{:.1} ms", time_us as f64 / 1000.0)
+}
+
+/// One band's bytes in a sample.
+type BandValue = fn(&TimelineSample) -> u64;
+
+/// The layers bottom up: each label series with bytes, then the bands of reserved.
+fn layers(timeline: &Timeline) -> Vec<Layer> {
+    let labels = &timeline.labels;
+    let mut fills = style::series_fills(labels);
+    let visible: Vec<usize> = (0..labels.series_count())
+        .filter(|&series| timeline.series_max(series) > 0)
+        .collect();
+    style::keep_apart(&mut fills, &visible);
+    let mut layers: Vec<Layer> = visible
+        .iter()
+        .map(|&series| Layer {
+            fill: fills[series],
+            name: labels.name(series).to_string(),
+            values: timeline.samples.iter().map(|s| s.in_use[series]).collect(),
+            class: "series",
+        })
+        .collect();
+    let bands: [(Fill, BandValue, &str); 5] = [
+        (
+            Fill::Solid(style::FREE),
+            |s| s.bands.main_free_in_used_pages,
+            "main memory free inside used pages (padding and free ranges)",
+        ),
+        (
+            style::EMPTY_PAGES,
+            |s| s.bands.main_empty_pages,
+            "empty main pages (a cleanup gives them back)",
+        ),
+        (
+            Fill::Solid(style::STAGING),
+            |s| s.bands.staging,
+            "readback staging pages",
+        ),
+        (
+            Fill::Solid(style::UPLOAD),
+            |s| s.bands.upload,
+            "upload staging pages",
+        ),
+        (
+            Fill::Hatch {
+                base: style::FREE,
+                ink: style::OTHER,
+                angle: 135,
+            },
+            |s| s.bands.other_memories,
+            "pages of other memories",
+        ),
+    ];
+    for (fill, value, name) in bands {
+        let values: Vec<u64> = timeline.samples.iter().map(value).collect();
+        if values.iter().any(|&v| v > 0) {
+            layers.push(Layer {
+                fill,
+                name: name.to_string(),
+                values,
+                class: "band",
+            });
         }
     }
-    points
+    layers
 }
 
 /// Draws the timeline of `snapshot` with the series of `labels`; returns the SVG text.
-pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> Result<String, Box<dyn Error>> {
-    let timeline = Timeline::from_snapshot(snapshot, labels, COLUMNS);
-    let (series, marks) = legend_entries(&timeline);
-    let rows = legend::column_rows(&series, LEGEND_TEXT) + legend::column_rows(&marks, LEGEND_TEXT);
-    // Two headings and the rows, below the title band, and a margin.
-    let legend_height = LEGEND_TOP + 2 * legend::ROW + LEGEND_GAP + rows * legend::ROW + 16;
-    let height = HEIGHT.max(TITLE + legend_height.max(0) as u32);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let (title, body) = root.split_vertically(TITLE);
-        draw_title(&title, snapshot, &timeline)?;
-        let (plot, side) = body.split_horizontally(WIDTH - LEGEND);
-        draw_plot(&plot, &timeline)?;
-        draw_legend(&side, &series, &marks)?;
-        root.present()?;
-    }
-    Ok(svg)
+pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> String {
+    let timeline = Timeline::from_snapshot(snapshot, labels, PLOT_WIDTH as usize);
+    let mut svg = Svg::new(WIDTH, 0.0);
+    let mut y = draw_title(&mut svg, snapshot, &timeline);
+    let top = y + PEAK_ROOM;
+    let peak = timeline.peak_in_use.max(timeline.peak_reserved).max(1);
+    let scale = Scale {
+        start_us: timeline.start_us,
+        end_us: timeline.end_us,
+        top,
+        y_max: peak as f64 * 1.05,
+    };
+    let layers = layers(&timeline);
+    draw_axes(&mut svg, &scale, &timeline);
+    draw_layers(&mut svg, &scale, &timeline, &layers);
+    draw_event_lines(&mut svg, &scale, &timeline);
+    draw_reserved(&mut svg, &scale, &timeline);
+    draw_page_markers(&mut svg, &scale, &timeline);
+    peak_svg::draw_peak(&mut svg, &scale, &timeline);
+    y = top + PLOT_HEIGHT + 40.0;
+    y = peak_svg::draw_holders(&mut svg, &timeline, &layers, y);
+    y = draw_legend(&mut svg, &timeline, &layers, y + 8.0);
+    svg.set_height(y + MARGIN);
+    svg.finish()
 }
 
-fn draw_title(
-    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    snapshot: &MemorySnapshot,
-    timeline: &Timeline,
-) -> Result<(), Box<dyn Error>> {
-    area.draw(&Text::new(
-        "Bytes in use by label over time, and bytes reserved",
-        (20, 20),
-        style::bold(22.0, &INK),
-    ))?;
-    let peaks = format!(
-        "peak in use {} at {:.1} ms · peak reserved {}",
+/// The title and notes; returns the y below them.
+fn draw_title(svg: &mut Svg, snapshot: &MemorySnapshot, timeline: &Timeline) -> f64 {
+    svg.text(
+        (MARGIN, 18.0),
+        TITLE_SIZE,
+        Weight::Bold,
+        Anchor::Start,
+        INK,
+        "Memory over time: what held it, and why reserved is larger than in use",
+        "",
+    );
+    let mut notes = vec![
+        "In use: requested bytes of live slices in the main memory, stacked by label. Above it, the rest of \
+         reserved: free bytes inside used main pages, empty main pages, readback and upload staging. \
+         The black line is reserved (every page of every memory); where it is vertical, it spans the least \
+         and the most reserved of that pixel."
+            .to_string(),
+    ];
+    let mut counts = format!(
+        "{} events · peak in use {} at {} · peak reserved {}",
+        snapshot.history.len(),
         format_bytes(timeline.peak_in_use),
-        timeline.peak_in_use_us as f64 / 1000.0,
+        ms(timeline.peak_in_use_us),
         format_bytes(timeline.peak_reserved),
     );
-    let mut notes = format!("{} events", snapshot.history.len());
     if snapshot.history_dropped > 0 {
-        notes.push_str(&format!(
-            " kept, {} older ones dropped: the levels before the first come from the live slices",
+        counts.push_str(&format!(
+            " · {} older events dropped: the levels before the first come from the live slices",
             snapshot.history_dropped
         ));
     }
     if let Some(depth) = timeline.labels.depth() {
-        notes.push_str(&style::grouping(depth));
+        counts.push_str(&style::grouping(depth));
     }
-    let width = f64::from(WIDTH) - 40.0;
-    for (line, y) in [(peaks, 46), (notes, 68)] {
-        area.draw(&Text::new(
-            style::fit(&line, 16.0, width),
-            (20, y),
-            style::text(16.0, &MUTED),
-        ))?;
+    notes.push(counts);
+    let mut y = 38.0;
+    for note in notes {
+        for line in style::wrap(&note, SMALL_SIZE, WIDTH - 2.0 * MARGIN) {
+            svg.text(
+                (MARGIN, y),
+                SMALL_SIZE,
+                Weight::Normal,
+                Anchor::Start,
+                MUTED,
+                &line,
+                "",
+            );
+            y += 15.0;
+        }
     }
-    Ok(())
+    y
 }
 
-fn draw_plot(
-    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    timeline: &Timeline,
-) -> Result<(), Box<dyn Error>> {
-    let labels = &timeline.labels;
-    let times: Vec<f64> = timeline
-        .samples
-        .iter()
-        .map(|s| s.time_us as f64 / 1000.0)
-        .collect();
-    let x_range = timeline.start_us as f64 / 1000.0..timeline.end_us as f64 / 1000.0;
-    let top = timeline.peak_in_use.max(timeline.peak_reserved) as f64 / MIB;
-    let y_max = if top > 0.0 { top * 1.08 } else { 1.0 };
-
-    let mut chart = ChartBuilder::on(area)
-        .margin_left(10)
-        .margin_right(20)
-        .margin_top(10)
-        .margin_bottom(10)
-        .x_label_area_size(50)
-        .y_label_area_size(80)
-        .build_cartesian_2d(x_range.clone(), 0.0..y_max)?;
-    let y_format = |v: &f64| style::mib_label(*v, y_max);
-    let x_format = |v: &f64| format!("{v:.0}");
-    chart
-        .configure_mesh()
-        .x_desc("time (ms since the client started)")
-        .y_desc("MiB")
-        .x_labels(12)
-        .y_labels(10)
-        .x_label_formatter(&x_format)
-        .y_label_formatter(&y_format)
-        .label_style((style::FAMILY, 15.0))
-        .axis_desc_style((style::FAMILY, 16.0))
-        .light_line_style(RGBColor(0xF2, 0xF2, 0xF2))
-        .bold_line_style(RGBColor(0xDD, 0xDD, 0xDD))
-        .draw()?;
-
-    // Stacked areas: the cumulative sum of the visible series, the top one drawn first so
-    // each lower one covers the bottom of those above it.
-    let visible: Vec<usize> = (0..labels.series_count())
-        .filter(|&series| timeline.series_max(series) > 0)
-        .collect();
-    let mut cumulative = vec![vec![0.0f64; times.len()]; visible.len()];
-    for (i, sample) in timeline.samples.iter().enumerate() {
-        let mut sum = 0.0;
-        for (row, &series) in visible.iter().enumerate() {
-            sum += sample.in_use[series] as f64 / MIB;
-            cumulative[row][i] = sum;
-        }
-    }
-    for (row, &series) in visible.iter().enumerate().rev() {
-        let color = style::series_color(series, labels.other());
-        chart.draw_series(AreaSeries::new(
-            steps(&times, &cumulative[row]),
-            0.0,
-            color.filled(),
-        ))?;
-    }
-
-    // Markers that span the plot: cleanups (dashed) and out-of-memory (solid).
-    for marker in &timeline.markers {
-        let t = marker.time_us as f64 / 1000.0;
-        match marker.kind {
-            EventKind::Cleanup => {
-                chart.draw_series(std::iter::once(DashedPathElement::new(
-                    vec![(t, 0.0), (t, y_max)],
-                    6,
-                    4,
-                    style::CLEANUP.stroke_width(2),
-                )))?;
-            }
-            EventKind::OutOfMemory => {
-                chart.draw_series(std::iter::once(PathElement::new(
-                    vec![(t, 0.0), (t, y_max)],
-                    style::OUT_OF_MEMORY.stroke_width(2),
-                )))?;
-            }
-            _ => {}
-        }
-    }
-
-    let reserved: Vec<f64> = timeline
-        .samples
-        .iter()
-        .map(|s| s.reserved as f64 / MIB)
-        .collect();
-    chart.draw_series(LineSeries::new(
-        steps(&times, &reserved),
-        style::RESERVED.stroke_width(2),
-    ))?;
-
-    // Page markers sit on the reserved line.
-    for marker in &timeline.markers {
-        let at = (
-            marker.time_us as f64 / 1000.0,
-            marker.reserved_after as f64 / MIB,
+fn draw_axes(svg: &mut Svg, scale: &Scale, timeline: &Timeline) {
+    let bottom = scale.top + PLOT_HEIGHT;
+    svg.rect(
+        PLOT_X,
+        scale.top,
+        PLOT_WIDTH,
+        PLOT_HEIGHT,
+        Fill::Solid(crate::svg::Rgb(0xFF, 0xFF, 0xFF)),
+        &format!(
+            r#"class="plot" data-start-us="{}" data-end-us="{}" data-columns="{}""#,
+            timeline.start_us, timeline.end_us, timeline.columns
+        ),
+        None,
+    );
+    for (bytes, label) in axis::byte_ticks(scale.y_max as u64, 6) {
+        let y = scale.y(bytes);
+        svg.polyline(
+            &[(PLOT_X, y), (PLOT_RIGHT, y)],
+            style::GRID,
+            1.0,
+            None,
+            "",
+            None,
         );
-        match marker.kind {
-            EventKind::PageMade => {
-                chart.draw_series(std::iter::once(
-                    EmptyElement::at(at) + legend::up(style::PAGE_MADE),
-                ))?;
-            }
-            EventKind::PageReleased => {
-                chart.draw_series(std::iter::once(
-                    EmptyElement::at(at) + legend::down(style::PAGE_RELEASED),
-                ))?;
-            }
-            _ => {}
-        }
+        svg.text(
+            (PLOT_X - 6.0, y),
+            SMALL_SIZE,
+            Weight::Normal,
+            Anchor::End,
+            MUTED,
+            &label,
+            "",
+        );
     }
-    Ok(())
+    let (start_ms, end_ms) = (
+        timeline.start_us as f64 / 1000.0,
+        timeline.end_us as f64 / 1000.0,
+    );
+    for (time_ms, label) in axis::time_ticks(start_ms, end_ms, 8) {
+        let x = scale.x((time_ms * 1000.0).round() as u64);
+        svg.polyline(
+            &[(x, bottom), (x, bottom + 4.0)],
+            MUTED,
+            1.0,
+            None,
+            "",
+            None,
+        );
+        // A label at the right edge ends there rather than running off the picture.
+        let anchor = if x + style::text_width(&label, SMALL_SIZE) / 2.0 > WIDTH - 4.0 {
+            Anchor::End
+        } else {
+            Anchor::Middle
+        };
+        svg.text(
+            (x, bottom + 13.0),
+            SMALL_SIZE,
+            Weight::Normal,
+            anchor,
+            MUTED,
+            &label,
+            "",
+        );
+    }
+    svg.polyline(
+        &[(PLOT_X, bottom), (PLOT_RIGHT, bottom)],
+        MUTED,
+        1.0,
+        None,
+        "",
+        None,
+    );
+    svg.polyline(
+        &[(PLOT_X, scale.top), (PLOT_X, bottom)],
+        MUTED,
+        1.0,
+        None,
+        "",
+        None,
+    );
+    svg.text(
+        ((PLOT_X + PLOT_RIGHT) / 2.0, bottom + 28.0),
+        SMALL_SIZE,
+        Weight::Normal,
+        Anchor::Middle,
+        MUTED,
+        "time since the client started",
+        "",
+    );
 }
 
-/// The width of the legend's entries (swatch and text), in pixels.
-const LEGEND_TEXT: i32 = LEGEND as i32 - 24;
+/// Step outlines: each sample's value held until the next sample.
+fn steps(xs: &[f64], ys: &[f64], right: f64) -> Vec<(f64, f64)> {
+    let mut points = Vec::with_capacity(xs.len() * 2);
+    for (i, (&x, &y)) in xs.iter().zip(ys).enumerate() {
+        points.push((x, y));
+        points.push((xs.get(i + 1).copied().unwrap_or(right), y));
+    }
+    points
+}
 
-/// The legend's two columns: the label series with bytes in use (top of the stack first),
-/// then the reserved line and each kind of marker that occurs (or a "none" line).
-fn legend_entries(timeline: &Timeline) -> (Vec<Entry>, Vec<Entry>) {
-    let labels = &timeline.labels;
-    // Top of the stack first, as the areas are stacked.
-    let series: Vec<Entry> = (0..labels.series_count())
-        .rev()
-        .filter_map(|series| {
-            let peak = timeline.series_max(series);
-            (peak > 0).then(|| Entry {
-                swatch: Swatch::Fill(style::series_color(series, labels.other())),
-                text: format!("{} ({})", labels.name(series), style::bytes(peak)),
-            })
+fn draw_layers(svg: &mut Svg, scale: &Scale, timeline: &Timeline, layers: &[Layer]) {
+    let xs: Vec<f64> = timeline
+        .samples
+        .iter()
+        .map(|s| scale.x(s.time_us))
+        .collect();
+    let right = xs.last().copied().unwrap_or(PLOT_RIGHT);
+    let mut below = vec![0.0f64; xs.len()];
+    for (stack, layer) in layers.iter().enumerate() {
+        let above: Vec<f64> = below
+            .iter()
+            .zip(&layer.values)
+            .map(|(b, &v)| b + v as f64)
+            .collect();
+        let top: Vec<f64> = above.iter().map(|&b| scale.y(b)).collect();
+        let bottom: Vec<f64> = below.iter().map(|&b| scale.y(b)).collect();
+        let mut outline = steps(&xs, &top, right);
+        let mut lower = steps(&xs, &bottom, right);
+        lower.reverse();
+        outline.extend(lower);
+        let peak = layer.values.iter().copied().max().unwrap_or(0);
+        let title = format!(
+            "{}\nup to {} ({} bytes)",
+            layer.name,
+            format_bytes(peak),
+            peak
+        );
+        svg.area(
+            &outline,
+            layer.fill,
+            &format!(r#"class="{}" data-stack="{stack}""#, layer.class),
+            Some(&title),
+        );
+        below = above;
+    }
+}
+
+/// Cleanups (dashed) and out-of-memory failures (solid) across the plot.
+fn draw_event_lines(svg: &mut Svg, scale: &Scale, timeline: &Timeline) {
+    let bottom = scale.top + PLOT_HEIGHT;
+    for marker in &timeline.markers {
+        let x = scale.x(marker.time_us);
+        let (color, dash, what) = match marker.kind {
+            EventKind::Cleanup => (
+                style::CLEANUP,
+                Some("5 3"),
+                format!(
+                    "{} at {}: {} released",
+                    counted(marker.count, "cleanup", "cleanups"),
+                    ms(marker.time_us),
+                    format_bytes(marker.bytes)
+                ),
+            ),
+            EventKind::OutOfMemory => (
+                style::OUT_OF_MEMORY,
+                None,
+                format!(
+                    "{} at {}: {} asked",
+                    counted(
+                        marker.count,
+                        "out-of-memory failure",
+                        "out-of-memory failures"
+                    ),
+                    ms(marker.time_us),
+                    format_bytes(marker.bytes)
+                ),
+            ),
+            _ => continue,
+        };
+        svg.polyline(
+            &[(x, scale.top), (x, bottom)],
+            color,
+            2.0,
+            dash,
+            r#"class="event-line""#,
+            Some(&what),
+        );
+    }
+}
+
+/// The reserved line: per column, from the level carried in down or up to the least and the
+/// most reserved within it, then to where it leaves the column.
+fn draw_reserved(svg: &mut Svg, scale: &Scale, timeline: &Timeline) {
+    let mut points: Vec<(f64, f64)> = Vec::with_capacity(timeline.samples.len() * 4);
+    let mut carried: Option<u64> = None;
+    for sample in &timeline.samples {
+        let x = scale.x(sample.time_us);
+        if let Some(level) = carried {
+            points.push((x, scale.y(level as f64)));
+        }
+        for level in [
+            sample.reserved_min,
+            sample.reserved_max,
+            sample.reserved_end,
+        ] {
+            points.push((x, scale.y(level as f64)));
+        }
+        carried = Some(sample.reserved_end);
+    }
+    // Consecutive equal points add nothing.
+    points.dedup();
+    let title = format!(
+        "reserved: every page of every memory\npeak {} ({} bytes)",
+        format_bytes(timeline.peak_reserved),
+        timeline.peak_reserved
+    );
+    svg.polyline(
+        &points,
+        style::RESERVED,
+        1.5,
+        None,
+        r#"class="reserved-line""#,
+        Some(&title),
+    );
+}
+
+fn draw_page_markers(svg: &mut Svg, scale: &Scale, timeline: &Timeline) {
+    for marker in &timeline.markers {
+        let (shape, color, verb): (&[(f64, f64)], _, _) = match marker.kind {
+            EventKind::PageMade => (&UP, style::PAGE_MADE, "made"),
+            EventKind::PageReleased => (&DOWN, style::PAGE_RELEASED, "given back"),
+            _ => continue,
+        };
+        let title = format!(
+            "{} {verb} at {} ({}); reserved after: {}",
+            counted(marker.count, "page", "pages"),
+            ms(marker.time_us),
+            format_bytes(marker.bytes),
+            format_bytes(marker.reserved_after)
+        );
+        svg.marker(
+            (
+                scale.x(marker.time_us),
+                scale.y(marker.reserved_after as f64),
+            ),
+            shape,
+            color,
+            r#"class="page-marker""#,
+            Some(&title),
+        );
+    }
+}
+
+/// The legend: the series (with each one's own peak), the bands, the line and the markers
+/// that occur; returns the y below.
+fn draw_legend(svg: &mut Svg, timeline: &Timeline, layers: &[Layer], y: f64) -> f64 {
+    let mut entries: Vec<Entry> = layers
+        .iter()
+        .map(|layer| {
+            let peak = layer.values.iter().copied().max().unwrap_or(0);
+            let text = match layer.class {
+                "series" => format!("{} · own peak {}", layer.name, style::bytes(peak)),
+                _ => layer.name.clone(),
+            };
+            Entry {
+                swatch: Swatch::Fill(layer.fill),
+                text,
+                title: Some(format!("{}: up to {peak} bytes", layer.name)),
+            }
         })
         .collect();
-
-    let count = |kind: EventKind| -> (u64, u64) {
+    entries.push(Entry::new(
+        Swatch::Line(style::RESERVED),
+        format!("reserved (peak {})", style::bytes(timeline.peak_reserved)),
+    ));
+    let total = |kind: EventKind| -> (u64, u64) {
         timeline
             .markers
             .iter()
             .filter(|m| m.kind == kind)
-            .fold((0, 0), |(n, bytes), m| {
-                (n + u64::from(m.count), bytes + m.bytes)
-            })
+            .fold((0, 0), |(n, b), m| (n + u64::from(m.count), b + m.bytes))
     };
-    let mut marks = vec![Entry {
-        swatch: Swatch::Line(style::RESERVED),
-        text: format!("reserved (peak {})", style::bytes(timeline.peak_reserved)),
-    }];
     let kinds = [
         (EventKind::PageMade, Swatch::Up(style::PAGE_MADE)),
         (EventKind::PageReleased, Swatch::Down(style::PAGE_RELEASED)),
@@ -249,7 +480,7 @@ fn legend_entries(timeline: &Timeline) -> (Vec<Entry>, Vec<Entry>) {
         (EventKind::OutOfMemory, Swatch::Line(style::OUT_OF_MEMORY)),
     ];
     for (kind, swatch) in kinds {
-        let (n, bytes) = count(kind);
+        let (n, bytes) = total(kind);
         if n == 0 {
             continue;
         }
@@ -267,34 +498,21 @@ fn legend_entries(timeline: &Timeline) -> (Vec<Entry>, Vec<Entry>) {
                 counted(n, "out-of-memory failure", "out-of-memory failures")
             ),
         };
-        marks.push(Entry { swatch, text });
+        entries.push(Entry::new(swatch, text));
     }
-    if marks.len() == 1 {
-        marks.push(Entry {
-            swatch: Swatch::Blank,
-            text: "no pages made or given back, cleanups or out-of-memory failures recorded"
-                .to_string(),
-        });
-    }
-    (series, marks)
-}
-
-fn draw_legend(
-    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    series: &[Entry],
-    marks: &[Entry],
-) -> Result<(), Box<dyn Error>> {
-    area.draw(&Text::new(
-        "in use, by label (peak)",
-        (10, LEGEND_TOP),
-        style::bold(16.0, &INK),
-    ))?;
-    let y = legend::draw_column(area, series, (10, LEGEND_TOP + legend::ROW), LEGEND_TEXT)?;
-    area.draw(&Text::new(
-        "reserved and events",
-        (10, y + LEGEND_GAP),
-        style::bold(16.0, &INK),
-    ))?;
-    legend::draw_column(area, marks, (10, y + LEGEND_GAP + legend::ROW), LEGEND_TEXT)?;
-    Ok(())
+    svg.text(
+        (MARGIN, y),
+        BODY_SIZE,
+        Weight::Bold,
+        Anchor::Start,
+        INK,
+        "Key",
+        "",
+    );
+    legend::draw_flow(
+        svg,
+        &entries,
+        (MARGIN, y + legend::ROW),
+        WIDTH - 2.0 * MARGIN,
+    )
 }

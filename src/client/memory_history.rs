@@ -92,8 +92,9 @@ impl Client {
     }
 
     /// Where a main-memory reservation that runs out of room (out of device memory, or
-    /// capped pools full) writes the memory snapshot of that moment, as JSON; `None`
-    /// writes none. The error ([`ClientError::OutOfMemory`]) then names the file. Each
+    /// capped pools full) writes the memory snapshot of that moment: as PyTorch's pickle
+    /// (for memory_viz) when the path ends in `.pickle` or `.pkl`, as JSON otherwise;
+    /// `None` writes none. The error ([`ClientError::OutOfMemory`]) then names the file. Each
     /// such failure overwrites the file. Also set by `[memory] oom_snapshot`.
     pub fn set_oom_snapshot(&self, path: Option<PathBuf>) {
         *self.shared.oom_snapshot.lock() = path;
@@ -330,9 +331,9 @@ impl Client {
     }
 }
 
+/// JSON, or PyTorch's pickle for a `.pickle` / `.pkl` path (see `MemorySnapshot::write_to`).
 fn write_snapshot(snapshot: &MemorySnapshot, path: &std::path::Path) -> Result<(), String> {
-    let json = snapshot.to_json().map_err(|e| e.to_string())?;
-    std::fs::write(path, json).map_err(|e| e.to_string())
+    snapshot.write_to(path)
 }
 
 fn append_json_line(path: &std::path::Path, record: &MemoryRecord) -> Result<(), String> {

@@ -2,7 +2,7 @@
 //! label ranking and timeline are computed from.
 
 use super::history::{EventKind, HistoryEvent};
-use super::snapshot::MemorySnapshot;
+use super::snapshot::{MAIN_MEMORY, MemorySnapshot};
 use std::collections::BTreeMap;
 
 /// What a reservation made outside every label scope is drawn as.
@@ -24,13 +24,25 @@ pub fn label_group(label: Option<&str>, depth: Option<usize>) -> &str {
     }
 }
 
-/// The signed change an event makes to bytes in use (`Reserve` +, `Free` −) and to bytes
-/// reserved (`PageMade` +, `PageReleased` −).
+/// Whether an event concerns the main memory: it names [`MAIN_MEMORY`], or no memory at all
+/// (events recorded before memories were named).
+pub(super) fn is_main(event: &HistoryEvent) -> bool {
+    event
+        .memory
+        .as_deref()
+        .is_none_or(|name| name == MAIN_MEMORY)
+}
+
+/// The signed change an event makes to bytes in use of the main memory (`Reserve` +,
+/// `Free` −) and to bytes reserved in any memory (`PageMade` +, `PageReleased` −).
+///
+/// In use counts the main memory only: staging slices are the library's own, not the
+/// user's allocations.
 pub(super) fn deltas(event: &HistoryEvent) -> (i128, i128) {
     let bytes = i128::from(event.bytes);
     match event.kind {
-        EventKind::Reserve => (bytes, 0),
-        EventKind::Free => (-bytes, 0),
+        EventKind::Reserve if is_main(event) => (bytes, 0),
+        EventKind::Free if is_main(event) => (-bytes, 0),
         EventKind::PageMade => (0, bytes),
         EventKind::PageReleased => (0, -bytes),
         _ => (0, 0),
@@ -48,8 +60,9 @@ pub(super) fn ordered(snapshot: &MemorySnapshot) -> Vec<&HistoryEvent> {
     events
 }
 
-/// Each label group's level before the first event, and the bytes reserved then (steps 1
-/// and 2 of the module doc); labels grouped as [`label_group`] does at `depth`.
+/// Each label group's level in the main memory before the first event, and the bytes
+/// reserved then in all memories (steps 1 and 2 of the timeline's module doc); labels
+/// grouped as [`label_group`] does at `depth`.
 pub(super) fn initial_levels(
     snapshot: &MemorySnapshot,
     events: &[&HistoryEvent],
@@ -61,6 +74,9 @@ pub(super) fn initial_levels(
         for pool in &memory.pools {
             for page in &pool.pages {
                 reserved += i128::from(page.size);
+                if memory.name != MAIN_MEMORY {
+                    continue;
+                }
                 for slice in page.slices.iter().filter(|slice| slice.live) {
                     *levels
                         .entry(label_group(slice.label.as_deref(), depth).to_string())
@@ -81,8 +97,8 @@ pub(super) fn initial_levels(
     (levels, reserved)
 }
 
-/// Each label group's peak bytes in use over the history, the snapshot's live slices
-/// included, sorted by group. Labels are grouped as [`label_group`] does at `depth`
+/// Each label group's peak bytes in use in the main memory over the history, the
+/// snapshot's live slices included, sorted by group. Labels are grouped as [`label_group`] does at `depth`
 /// (`None`: every label its own group; unlabelled reservations under
 /// [`NO_LABEL`](super::NO_LABEL)). A group's peak is the peak of its summed level, not the
 /// sum of its labels' peaks.

@@ -9,26 +9,46 @@
 //!   [`check`](MemorySnapshot::check) and [`check_report`](MemorySnapshot::check_report)
 //!   verify it.
 //! - [`TopLabels`], [`label_group`], [`Timeline`], [`page_runs`], [`PageStats`]: a snapshot
-//!   reduced to what a picture draws, with at most one sample or run per column.
+//!   reduced to what a picture draws, with at most one sample or run per column;
+//!   [`ReservedBands`] (why reserved exceeds in use), [`peak_holders`] (what held the peak),
+//!   [`PoolStats`] (how fragmented a pool is), [`MemorySnapshot::at`] (the page map at an
+//!   earlier moment), [`backtrace_frames`] (a recorded backtrace as frames).
+//! - [`PyTorchSnapshot`]: the snapshot in the shape PyTorch's memory_viz reads, written as a
+//!   pickle by [`MemorySnapshot::to_pytorch_pickle`].
 
+mod frames;
 mod history;
 mod label_stack;
 mod levels;
 mod out_of_memory;
 mod page_map;
+mod peak;
+mod pytorch;
+mod reserved_bands;
+mod rewind;
 mod snapshot;
 mod snapshot_error;
 mod summary;
 mod timeline;
 mod top_labels;
 
+pub use frames::{Frame, MAX_FRAMES, backtrace_frames};
 pub use history::{EventKind, HistoryEvent, HistoryRing};
 pub use label_stack::LabelStack;
 pub use levels::{NO_LABEL, label_group, label_peaks};
 pub use out_of_memory::{
     BudgetDetail, LiveAllocation, MemoryHeld, OOM_LARGEST, OutOfMemoryDetail, PoolRoom,
 };
-pub use page_map::{PageRun, PageStats, RunFill, page_runs};
+pub use page_map::{
+    BOUNDARY_COLUMNS, PageRun, PageStats, PoolStats, RunFill, free_ranges, page_runs,
+};
+pub use peak::peak_holders;
+pub use pytorch::{
+    BASE_ADDRESS, PAGE_ALIGN, PyTorchBlock, PyTorchFrame, PyTorchSegment, PyTorchSnapshot,
+    PyTorchTraceEntry,
+};
+pub use reserved_bands::{ReservedBands, STAGING_MEMORY, UPLOAD_MEMORY};
+pub use rewind::RewindError;
 pub use snapshot::{
     MAIN_MEMORY, MemorySnapshot, MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
     SnapshotTotals,

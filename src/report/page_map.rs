@@ -34,7 +34,16 @@ pub struct PageRun {
     /// (0 to 4): a picture draws it as a dark band of that share of the bar's height, so a
     /// column of padding only is all dark.
     pub padding_quarters: u8,
+    /// Whether a live slice starts in the run's first column right where another live
+    /// slice ends, both at least [`BOUNDARY_COLUMNS`] columns wide: a picture draws a 1-px
+    /// line there, so that two neighbouring slices of one label stay two. Runs never merge
+    /// across such a column.
+    pub boundary: bool,
 }
+
+/// How many columns a slice's footprint must span for its boundary with a neighbour to be
+/// drawn: narrower slices would turn a bar into hairlines.
+pub const BOUNDARY_COLUMNS: u64 = 2;
 
 /// Exact numbers for one page.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -137,9 +146,11 @@ pub fn page_runs(page: &PageSnapshot, labels: &TopLabels, columns: u32) -> Vec<P
             columns: 0..columns,
             fill: RunFill::Free,
             padding_quarters: 0,
+            boundary: false,
         }];
     }
     let segments = segments(page, labels);
+    let boundaries = boundary_columns(page, columns);
     let series = labels.series_count();
     // Bytes per fill in the current column: the series (data and padding), then free.
     let mut weights = vec![0u64; series + 1];
@@ -190,18 +201,122 @@ pub fn page_runs(page: &PageSnapshot, labels: &TopLabels, columns: u32) -> Vec<P
             }
             (fill_of(best), quarters(padding, hi - lo))
         };
+        let boundary = boundaries.binary_search(&column).is_ok();
         match runs.last_mut() {
-            Some(run) if run.fill == fill && run.padding_quarters == padding_quarters => {
+            Some(run)
+                if run.fill == fill && run.padding_quarters == padding_quarters && !boundary =>
+            {
                 run.columns.end = column + 1
             }
             _ => runs.push(PageRun {
                 columns: column..column + 1,
                 fill,
                 padding_quarters,
+                boundary,
             }),
         }
     }
     runs
+}
+
+/// The columns (sorted, distinct) where a live slice starts right at the end of another,
+/// both footprints at least [`BOUNDARY_COLUMNS`] columns wide. Column 0 never is one.
+fn boundary_columns(page: &PageSnapshot, columns: u32) -> Vec<u32> {
+    let mut live: Vec<(u64, u64)> = page
+        .slices
+        .iter()
+        .filter(|s| s.live)
+        .filter_map(|s| s.end().map(|end| (s.offset, end)))
+        .collect();
+    live.sort_unstable();
+    let wide = |(start, end): (u64, u64)| {
+        u128::from(end.saturating_sub(start)) * u128::from(columns)
+            >= u128::from(BOUNDARY_COLUMNS) * u128::from(page.size)
+    };
+    let mut out: Vec<u32> = live
+        .windows(2)
+        .filter(|pair| pair[0].1 == pair[1].0 && wide(pair[0]) && wide(pair[1]))
+        .filter_map(|pair| {
+            let column = u128::from(pair[1].0) * u128::from(columns) / u128::from(page.size);
+            u32::try_from(column).ok().filter(|&c| c > 0 && c < columns)
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
+/// The free ranges of a page (bytes no live slice covers), in offset order.
+///
+/// # Complexity
+/// O(s log s) for s slices.
+pub fn free_ranges(page: &PageSnapshot) -> Vec<Range<u64>> {
+    let labels = TopLabels::rank([], 0);
+    segments(page, &labels)
+        .into_iter()
+        .filter(|segment| segment.part == Part::Free)
+        .map(|segment| segment.start..segment.end)
+        .collect()
+}
+
+/// Exact free-space numbers for one pool: its pages' [`PageStats`] together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Pages.
+    pub pages: u64,
+    /// Bytes of all pages.
+    pub bytes_reserved: u64,
+    /// Bytes no live slice holds, over all pages.
+    pub bytes_free: u64,
+    /// Maximal free ranges, over all pages.
+    pub free_ranges: u64,
+    /// The longest free range of any page, in bytes: the largest reservation the pool can
+    /// still place without a new page.
+    pub largest_free: u64,
+    /// Pages that hold no live slice (what a cleanup can give back).
+    pub empty_pages: u64,
+    /// Free bytes of the pages that hold at least one live slice.
+    pub bytes_free_in_used_pages: u64,
+    /// The longest free range of a page that holds at least one live slice, in bytes.
+    pub largest_free_in_used_pages: u64,
+}
+
+impl PoolStats {
+    /// The numbers of `pool`.
+    ///
+    /// # Complexity
+    /// O(s log s) for the s slices of the pool.
+    pub fn of(pool: &super::snapshot::PoolSnapshot) -> PoolStats {
+        pool.pages.iter().fold(PoolStats::default(), |sum, page| {
+            let stats = PageStats::of(page);
+            let used = stats.live_slices > 0;
+            PoolStats {
+                pages: sum.pages + 1,
+                bytes_reserved: sum.bytes_reserved.saturating_add(page.size),
+                bytes_free: sum.bytes_free.saturating_add(stats.bytes_free),
+                free_ranges: sum.free_ranges + stats.free_ranges,
+                largest_free: sum.largest_free.max(stats.largest_free),
+                empty_pages: sum.empty_pages + u64::from(!used),
+                bytes_free_in_used_pages: sum.bytes_free_in_used_pages
+                    + if used { stats.bytes_free } else { 0 },
+                largest_free_in_used_pages: if used {
+                    sum.largest_free_in_used_pages.max(stats.largest_free)
+                } else {
+                    sum.largest_free_in_used_pages
+                },
+            }
+        })
+    }
+
+    /// How fragmented the free bytes between live slices are, from 0 (all in one range, or
+    /// none free) towards 1 (scattered in many small ranges): 1 − the largest free range /
+    /// the free bytes, over the pages that hold a live slice. Empty pages are not
+    /// fragmentation (a cleanup gives them back whole), so they do not count.
+    pub fn fragmentation(&self) -> f64 {
+        if self.bytes_free_in_used_pages == 0 {
+            return 0.0;
+        }
+        1.0 - self.largest_free_in_used_pages as f64 / self.bytes_free_in_used_pages as f64
+    }
 }
 
 impl PageStats {

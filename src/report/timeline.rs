@@ -15,8 +15,10 @@
 //! a memory whose slices have no events shows as a constant level. Levels below zero (a
 //! history that disagrees with the slices) are drawn as zero.
 
-use super::history::EventKind;
+use super::history::{EventKind, HistoryEvent};
 use super::levels::{clamp, deltas, initial_levels, ordered};
+use super::peak::peak_holders;
+use super::reserved_bands::{PageLevels, ReservedBands};
 use super::snapshot::MemorySnapshot;
 use super::top_labels::TopLabels;
 use std::collections::BTreeMap;
@@ -26,10 +28,20 @@ use std::collections::BTreeMap;
 pub struct TimelineSample {
     /// When, in µs since the client started.
     pub time_us: u64,
-    /// Bytes in use per series (index as in [`TopLabels::series`]), never below 0.
+    /// Bytes in use in the main memory per series (index as in [`TopLabels::series`]), never
+    /// below 0.
     pub in_use: Vec<u64>,
-    /// Bytes reserved (all pages), never below 0.
+    /// Bytes reserved (all pages of all memories) at `time_us`, never below 0.
     pub reserved: u64,
+    /// `reserved` split by what holds it, at `time_us`.
+    pub bands: ReservedBands,
+    /// The least bytes reserved within this sample's column (the level carried into it
+    /// included), so that a dip between two samples is not lost.
+    pub reserved_min: u64,
+    /// The most bytes reserved within this sample's column.
+    pub reserved_max: u64,
+    /// Bytes reserved after the column's last event: where the line leaves the column.
+    pub reserved_end: u64,
 }
 
 impl TimelineSample {
@@ -51,7 +63,9 @@ pub struct TimelineMarker {
     pub kind: EventKind,
     /// The event's bytes (summed over the events it stands for).
     pub bytes: u64,
-    /// Bytes reserved just after the event, never below 0: where a page marker sits.
+    /// Bytes reserved just after the event, never below 0: where a page marker sits. It lies
+    /// within its column's [`reserved_min`](TimelineSample::reserved_min) ..=
+    /// [`reserved_max`](TimelineSample::reserved_max), so on the reserved line.
     pub reserved_after: u64,
     /// How many events of this kind, in one column of the timeline, it stands for (≥ 1).
     pub count: u32,
@@ -72,10 +86,16 @@ pub struct Timeline {
     pub start_us: u64,
     /// `taken_us`, or the last event's time if later, in µs; always > `start_us`.
     pub end_us: u64,
+    /// The number of columns the samples were reduced to (at least 1).
+    pub columns: usize,
     /// The highest total bytes in use at any event (not only at the samples kept).
     pub peak_in_use: u64,
     /// When bytes in use first reached `peak_in_use`, in µs.
     pub peak_in_use_us: u64,
+    /// What held the memory at the peak: each whole label's bytes in use at
+    /// `peak_in_use_us`, largest first (see [`peak_holders`]). They add up to `peak_in_use`
+    /// when the history agrees with the slices.
+    pub peak_holders: Vec<(String, u64)>,
     /// The highest bytes reserved at any event.
     pub peak_reserved: u64,
 }
@@ -88,21 +108,69 @@ pub const MARKED_KINDS: [EventKind; 4] = [
     EventKind::OutOfMemory,
 ];
 
+/// The levels as events are applied, and the samples kept so far.
+struct Walk<'a> {
+    labels: &'a TopLabels,
+    levels: Vec<i128>,
+    pages: PageLevels,
+}
+
+impl Walk<'_> {
+    fn reserved(&self) -> u64 {
+        self.pages.bands(0).total()
+    }
+
+    fn sample(&self, time_us: u64, range: (u64, u64)) -> TimelineSample {
+        let in_use: Vec<u64> = self.levels.iter().map(|&level| clamp(level)).collect();
+        let total = in_use.iter().fold(0u64, |sum, &b| sum.saturating_add(b));
+        let bands = self.pages.bands(total);
+        let reserved = bands.total();
+        TimelineSample {
+            time_us,
+            in_use,
+            reserved,
+            bands,
+            reserved_min: range.0.min(reserved),
+            reserved_max: range.1.max(reserved),
+            reserved_end: reserved,
+        }
+    }
+
+    fn apply(&mut self, event: &HistoryEvent) {
+        let (in_use, _) = deltas(event);
+        if in_use != 0 {
+            self.levels[self.labels.series(event.label.as_deref())] += in_use;
+        }
+        self.pages.apply(event);
+    }
+}
+
+/// The column (of `columns`) a time falls in, between `start_us` and `end_us`.
+fn column_of(time: u64, start_us: u64, end_us: u64, columns: usize) -> usize {
+    let span = u128::from(end_us - start_us) + 1;
+    let offset = u128::from(time.saturating_sub(start_us)).min(span - 1);
+    // offset < span, so this is < columns.
+    usize::try_from(offset * columns as u128 / span).unwrap_or(columns - 1)
+}
+
 impl Timeline {
     /// Rebuilds the levels of `snapshot` for the series of `labels`, keeping at most one
     /// sample per column out of `columns` (at least 1) between the first event and the end.
     ///
     /// # Complexity
-    /// O(e log e + e · t) for e events and t top labels.
+    /// O(e log e + e · (t + log p)) for e events, t top labels and p pages.
     pub fn from_snapshot(snapshot: &MemorySnapshot, labels: &TopLabels, columns: usize) -> Self {
         let columns = columns.max(1);
         let events = ordered(snapshot);
-        let (initial, initial_reserved) = initial_levels(snapshot, &events, None);
-        let mut levels = vec![0i128; labels.series_count()];
+        let (initial, _) = initial_levels(snapshot, &events, None);
+        let mut walk = Walk {
+            labels,
+            levels: vec![0i128; labels.series_count()],
+            pages: PageLevels::before(snapshot, &events),
+        };
         for (label, level) in &initial {
-            levels[labels.series(Some(label.as_str()))] += level;
+            walk.levels[labels.series(Some(label.as_str()))] += level;
         }
-        let mut reserved = initial_reserved;
 
         // A snapshot is input (a file): one stamped at the end of time still gets a span.
         let start_us = events
@@ -111,24 +179,16 @@ impl Timeline {
             .min(u64::MAX - 1);
         let last_us = events.last().map_or(0, |e| e.time_us);
         let end_us = snapshot.taken_us.max(last_us).max(start_us + 1);
-        let span = u128::from(end_us - start_us) + 1;
-        let column_of = |time: u64| -> usize {
-            let offset = u128::from(time.saturating_sub(start_us));
-            // offset < span, so this is < columns.
-            usize::try_from(offset * columns as u128 / span).unwrap_or(columns - 1)
-        };
 
-        let sample = |time_us: u64, levels: &[i128], reserved: i128| TimelineSample {
-            time_us,
-            in_use: levels.iter().map(|&level| clamp(level)).collect(),
-            reserved: clamp(reserved),
-        };
-        let mut samples = vec![sample(start_us, &levels, reserved)];
+        let first = walk.reserved();
+        let mut samples = vec![walk.sample(start_us, (first, first))];
         let mut peak_in_use = samples[0].total_in_use();
         let mut peak_in_use_us = start_us;
         let mut peak_reserved = samples[0].reserved;
         // The best (highest total in use) sample of the current column, and its column.
         let mut column_best: Option<(usize, TimelineSample)> = None;
+        // The least and most reserved in the current column so far.
+        let mut range = (first, first);
         let mut markers: Vec<TimelineMarker> = Vec::new();
         // For each marked kind, the column and index of its latest marker.
         let mut last_marker: BTreeMap<EventKind, (usize, usize)> = BTreeMap::new();
@@ -136,21 +196,23 @@ impl Timeline {
         let mut index = 0;
         while index < events.len() {
             let time_us = events[index].time_us;
-            let column = column_of(time_us);
+            let column = column_of(time_us, start_us, end_us, columns);
+            if column_best.as_ref().is_some_and(|(c, _)| *c != column) {
+                let carried = walk.reserved();
+                range = (carried, carried);
+            }
             while index < events.len() && events[index].time_us == time_us {
                 let event = events[index];
-                let (in_use, pages) = deltas(event);
-                if in_use != 0 {
-                    levels[labels.series(event.label.as_deref())] += in_use;
-                }
-                reserved += pages;
+                walk.apply(event);
+                let reserved = walk.reserved();
+                range = (range.0.min(reserved), range.1.max(reserved));
                 if MARKED_KINDS.contains(&event.kind) {
                     match last_marker.get(&event.kind) {
                         Some(&(marker_column, at)) if marker_column == column => {
                             let marker = &mut markers[at];
                             marker.count = marker.count.saturating_add(1);
                             marker.bytes = marker.bytes.saturating_add(event.bytes);
-                            marker.reserved_after = clamp(reserved);
+                            marker.reserved_after = reserved;
                         }
                         _ => {
                             last_marker.insert(event.kind, (column, markers.len()));
@@ -158,7 +220,7 @@ impl Timeline {
                                 time_us,
                                 kind: event.kind,
                                 bytes: event.bytes,
-                                reserved_after: clamp(reserved),
+                                reserved_after: reserved,
                                 count: 1,
                             });
                         }
@@ -166,7 +228,7 @@ impl Timeline {
                 }
                 index += 1;
             }
-            let now = sample(time_us, &levels, reserved);
+            let now = walk.sample(time_us, range);
             let total = now.total_in_use();
             if total > peak_in_use {
                 peak_in_use = total;
@@ -178,6 +240,9 @@ impl Timeline {
                     if total > best.total_in_use() {
                         *best = now;
                     }
+                    best.reserved_min = range.0;
+                    best.reserved_max = range.1;
+                    best.reserved_end = walk.reserved();
                 }
                 _ => {
                     if let Some((_, best)) = column_best.take() {
@@ -190,7 +255,8 @@ impl Timeline {
         if let Some((_, best)) = column_best {
             samples.push(best);
         }
-        let last = sample(end_us, &levels, reserved);
+        let end = walk.reserved();
+        let last = walk.sample(end_us, (end, end));
         if last.total_in_use() > peak_in_use {
             peak_in_use = last.total_in_use();
             peak_in_use_us = end_us;
@@ -204,8 +270,10 @@ impl Timeline {
             markers,
             start_us,
             end_us,
+            columns,
             peak_in_use,
             peak_in_use_us,
+            peak_holders: peak_holders(snapshot, peak_in_use_us),
             peak_reserved,
         }
     }
@@ -218,6 +286,11 @@ impl Timeline {
             .max()
             .unwrap_or(0)
     }
+
+    /// The column a time falls in (`0 .. columns`), as the samples were reduced.
+    pub fn column_of(&self, time_us: u64) -> usize {
+        column_of(time_us, self.start_us, self.end_us, self.columns)
+    }
 }
 
 #[cfg(test)]
@@ -229,9 +302,12 @@ mod tests {
         MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
     };
 
+    /// An event on page 0 of the main memory.
     fn event(time_us: u64, kind: EventKind, bytes: u64, label: &str) -> HistoryEvent {
         HistoryEvent {
             label: Some(label.to_string()),
+            page: Some(0),
+            offset: Some(0),
             ..HistoryEvent::new(time_us, kind, bytes)
         }
     }

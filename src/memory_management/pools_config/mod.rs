@@ -108,7 +108,8 @@ pub struct MemoryConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history: Option<HistoryConfig>,
     /// `oom_snapshot = "path"`: where a main-memory out-of-memory writes the memory
-    /// snapshot (JSON; see `Client::set_oom_snapshot`). A value that is not a string is
+    /// snapshot (PyTorch's pickle for a `.pickle` / `.pkl` path, JSON otherwise; see
+    /// `Client::set_oom_snapshot`). A value that is not a string is
     /// refused ([`PoolConfigError::Toml`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oom_snapshot: Option<std::path::PathBuf>,
