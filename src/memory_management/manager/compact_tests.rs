@@ -159,3 +159,26 @@ fn a_growing_pool_gathers_its_holes_before_adding_a_page() {
         "no page was added"
     );
 }
+
+/// Passes repeated until nothing moves end: a slice never moves into an emptier page
+/// (before, the full pages of one pass emptied into the empty pages of the last, for
+/// ever).
+#[test]
+fn repeated_passes_come_to_rest() {
+    let mut memory = memory(None);
+    let kept = half_full(&mut memory);
+    let mut passes = 0;
+    while !memory.compact(u64::MAX, &|_| false).is_empty() {
+        memory.release_moved();
+        passes += 1;
+        assert!(
+            passes < 4,
+            "compaction keeps moving slices after {passes} passes"
+        );
+    }
+    memory.cleanup(Cleanup::Explicit);
+    assert_eq!(pages(&memory), 4);
+    for (handle, byte) in &kept {
+        assert!(read(&mut memory, handle).iter().all(|b| b == byte));
+    }
+}

@@ -369,11 +369,14 @@ impl AdaptivePool {
                 continue;
             }
             let tier_of = |census: &PageCensus| self.tiers[census.tier as usize].as_ref();
-            let outdated = census.iter().filter(|page| {
+            let outdated = census.candidates.iter().filter(|page| {
                 only.is_none()
                     && tier_of(page).is_some_and(|tier| tier.band == band && tier.outdated)
             });
-            let current = census.iter().filter(|page| page.tier as usize == dest);
+            let current = census
+                .candidates
+                .iter()
+                .filter(|page| page.tier as usize == dest);
             let candidates: Vec<PageCensus> = outdated.chain(current).cloned().collect();
             let spent: u64 = moved.iter().map(|m: &Relocated| m.from.size()).sum();
             let mut pages: Vec<Option<&mut SlicedPages>> = self
@@ -382,7 +385,14 @@ impl AdaptivePool {
                 .map(|tier| tier.as_mut().map(|tier| &mut tier.pages))
                 .collect();
             let budget = max_bytes.saturating_sub(spent);
-            let planned = evacuate::plan(&mut pages, &candidates, dest as u32, budget, max_pages);
+            let planned = evacuate::plan(
+                &mut pages,
+                &census,
+                &candidates,
+                dest as u32,
+                budget,
+                max_pages,
+            );
             let tiers = &mut self.tiers;
             moved.extend(evacuate::commit(
                 &mut self.slices,

@@ -47,9 +47,30 @@ pub(crate) struct PageCensus {
     slots: Vec<(u32, u64, u64)>,
 }
 
-/// Counts the live slices of `slices` per page; pages holding a pinned slice are left
-/// out, as are pages without live slices (a cleanup gives those back as they are).
-pub(crate) fn census(slices: &SliceTable, pinned: Pinned<'_>) -> Vec<PageCensus> {
+/// What a pass knows of a pool's pages: the candidates to empty, sparsest first (pages
+/// holding a pinned slice and pages without live slices are not candidates), and the
+/// live bytes of every page that holds any, pinned or not (the possible destinations).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Census {
+    pub(crate) candidates: Vec<PageCensus>,
+    /// Live bytes, and whether a slice is pinned, of every page holding a live slice.
+    live: BTreeMap<(u32, u32), (u64, bool)>,
+}
+
+impl Census {
+    /// Whether page `page` of tier `tier` may take slices moved out of a page holding
+    /// `live` bytes: it holds at least as many, or it is pinned (never emptied, so
+    /// filling it can never be undone by a later pass). An empty page never may.
+    fn takes_from(&self, tier: u32, page: u32, live: u64) -> bool {
+        match self.live.get(&(tier, page)) {
+            Some(&(held, pinned)) => held >= live || pinned,
+            None => false,
+        }
+    }
+}
+
+/// Counts the live slices of `slices` per page.
+pub(crate) fn census(slices: &SliceTable, pinned: Pinned<'_>) -> Census {
     let mut pages: BTreeMap<(u32, u32), (PageCensus, bool)> = BTreeMap::new();
     for (slot, id, slice) in slices.live_slots() {
         let entry = pages.entry((slice.tier, slice.page)).or_insert_with(|| {
@@ -66,13 +87,17 @@ pub(crate) fn census(slices: &SliceTable, pinned: Pinned<'_>) -> Vec<PageCensus>
         entry.0.slots.push((slot, size, size + slice.padding));
         entry.1 |= pinned(id);
     }
-    let mut free: Vec<PageCensus> = pages
+    let live = pages
+        .iter()
+        .map(|(&key, (census, pinned))| (key, (census.live, *pinned)))
+        .collect();
+    let mut candidates: Vec<PageCensus> = pages
         .into_values()
         .filter(|(_, pinned)| !pinned)
         .map(|(census, _)| census)
         .collect();
-    free.sort_by_key(|census| (census.live, census.tier, census.page));
-    free
+    candidates.sort_by_key(|census| (census.live, census.tier, census.page));
+    Census { candidates, live }
 }
 
 /// One slice to move: its slot, where it goes, and the tier of the destination.
@@ -86,8 +111,15 @@ pub(crate) struct Planned {
 /// Plans the emptying of `candidates`, in order, into tier `dest` (`pages` is indexed
 /// by tier). Stops once `max_bytes` would be passed or `max_pages` pages are planned
 /// empty. Destination blocks are taken in `pages` as planned.
+///
+/// A slice only moves into a page that held at least as many live bytes as its own page,
+/// or into a pinned page (an empty page never takes one): filling an emptier page to
+/// empty a fuller one gains nothing, and two passes could then trade slices back and
+/// forth for ever. With the rule, every pass leaves the unpinned pages' live bytes more
+/// unequal or fewer, so passes repeated until nothing moves end.
 pub(crate) fn plan(
     pages: &mut [Option<&mut SlicedPages>],
+    census: &Census,
     candidates: &[PageCensus],
     dest: u32,
     max_bytes: u64,
@@ -113,7 +145,9 @@ pub(crate) fn plan(
         let mut order = candidate.slots.clone();
         order.sort_by_key(|&(_, _, effective)| std::cmp::Reverse(effective));
         let avoid = |page: u32| {
-            (candidate.tier == dest && page == candidate.page) || emptied.contains(&(dest, page))
+            (candidate.tier == dest && page == candidate.page)
+                || emptied.contains(&(dest, page))
+                || !census.takes_from(dest, page, candidate.live)
         };
         let mut placed = Vec::with_capacity(order.len());
         for &(slot, size, _) in &order {

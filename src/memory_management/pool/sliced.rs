@@ -152,9 +152,16 @@ impl SlicedPool {
         pinned: Pinned<'_>,
     ) -> Vec<Relocated> {
         self.sweep(Sweep::All);
-        let candidates = evacuate::census(&self.slices, pinned);
+        let census = evacuate::census(&self.slices, pinned);
         let mut pages = [Some(&mut self.pages)];
-        let planned = evacuate::plan(&mut pages, &candidates, 0, max_bytes, max_pages);
+        let planned = evacuate::plan(
+            &mut pages,
+            &census,
+            &census.candidates,
+            0,
+            max_bytes,
+            max_pages,
+        );
         let pages = &mut self.pages;
         evacuate::commit(&mut self.slices, storage, planned, |_, block| {
             pages.free(block)
