@@ -262,6 +262,7 @@ fn run(client: &Client, dims: Dims, options: Options) -> Result<bool, Box<dyn st
         format_bytes(in_use),
         format_bytes(reserved)
     );
+    print!("{}", MemorySummary::new(&usage));
     drop(chain_live);
     Ok(true)
 }

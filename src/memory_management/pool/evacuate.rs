@@ -53,19 +53,15 @@ pub(crate) struct PageCensus {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Census {
     pub(crate) candidates: Vec<PageCensus>,
-    /// Live bytes, and whether a slice is pinned, of every page holding a live slice.
-    live: BTreeMap<(u32, u32), (u64, bool)>,
+    /// Live bytes of every page holding a live slice.
+    live: BTreeMap<(u32, u32), u64>,
 }
 
 impl Census {
-    /// Whether page `page` of tier `tier` may take slices moved out of a page holding
-    /// `live` bytes: it holds at least as many, or it is pinned (never emptied, so
-    /// filling it can never be undone by a later pass). An empty page never may.
-    fn takes_from(&self, tier: u32, page: u32, live: u64) -> bool {
-        match self.live.get(&(tier, page)) {
-            Some(&(held, pinned)) => held >= live || pinned,
-            None => false,
-        }
+    /// Whether page `page` of tier `tier` may take moved slices: it holds live slices.
+    /// An empty page never does (filling it to empty another gains nothing).
+    fn takes_moves(&self, tier: u32, page: u32) -> bool {
+        self.live.get(&(tier, page)).is_some_and(|&held| held > 0)
     }
 }
 
@@ -89,7 +85,7 @@ pub(crate) fn census(slices: &SliceTable, pinned: Pinned<'_>) -> Census {
     }
     let live = pages
         .iter()
-        .map(|(&key, (census, pinned))| (key, (census.live, *pinned)))
+        .map(|(&key, (census, _))| (key, census.live))
         .collect();
     let mut candidates: Vec<PageCensus> = pages
         .into_values()
@@ -112,11 +108,10 @@ pub(crate) struct Planned {
 /// by tier). Stops once `max_bytes` would be passed or `max_pages` pages are planned
 /// empty. Destination blocks are taken in `pages` as planned.
 ///
-/// A slice only moves into a page that held at least as many live bytes as its own page,
-/// or into a pinned page (an empty page never takes one): filling an emptier page to
-/// empty a fuller one gains nothing, and two passes could then trade slices back and
-/// forth for ever. With the rule, every pass leaves the unpinned pages' live bytes more
-/// unequal or fewer, so passes repeated until nothing moves end.
+/// A slice only moves into a page that holds live slices, never into an empty one:
+/// filling an empty page to empty another gains nothing, and two passes could then
+/// trade slices back and forth for ever. With the rule every pass that moves anything
+/// leaves fewer pages holding live slices, so passes repeated until nothing moves end.
 pub(crate) fn plan(
     pages: &mut [Option<&mut SlicedPages>],
     census: &Census,
@@ -147,7 +142,7 @@ pub(crate) fn plan(
         let avoid = |page: u32| {
             (candidate.tier == dest && page == candidate.page)
                 || emptied.contains(&(dest, page))
-                || !census.takes_from(dest, page, candidate.live)
+                || !census.takes_moves(dest, page)
         };
         let mut placed = Vec::with_capacity(order.len());
         for &(slot, size, _) in &order {
