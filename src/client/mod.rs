@@ -10,16 +10,18 @@
 #[cfg(test)]
 mod batch_tests;
 mod config;
+mod hooks;
 mod memory_history;
 mod mode;
 mod reads;
 mod ring;
 
 pub use crate::server::{
-    ARENA_BYTES, ClientError, DeviceLostCallback, Handle, HandleResource, Kernel, MAX_BIND_GROUPS,
-    MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes, SHARED_WRITE, SubmitPolicy,
+    ARENA_BYTES, ClientError, Handle, HandleResource, Kernel, MAX_BIND_GROUPS, MAX_IN_FLIGHT,
+    MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes, SHARED_WRITE, SubmitPolicy,
 };
 pub use config::{load_submit_policy, parse_submit_policy};
+pub use hooks::{DeviceLostCallback, MAX_CALLBACKS, UncapturedErrorCallback};
 pub use memory_history::LabelScope;
 pub use mode::ModeWindow;
 
@@ -29,7 +31,7 @@ use crate::memory_management::{
 };
 use crate::report::EventKind;
 use crate::server::History;
-use crate::server::{DeviceLoss, Poller, Server, copy_bytes};
+use crate::server::{DeviceLoss, Poller, Server, copy_bytes, find_destroyed};
 use crate::storage::wgpu_storage::limits::storage_memory_properties;
 use parking_lot::{Mutex, ReentrantMutex};
 use ring::Ring;
@@ -62,8 +64,14 @@ struct Shared {
     turn: ReentrantMutex<()>,
     records: Mutex<Ring<MemoryRecord>>,
     poller: Arc<Poller>,
-    uncaptured: Arc<Mutex<Ring<String>>>,
+    uncaptured: Mutex<Ring<String>>,
     lost: DeviceLoss,
+    /// The device's shared callbacks (see `hooks`); they reach this client weakly.
+    _hooks: Arc<hooks::DeviceHooks>,
+    /// The application's device-lost listeners, at most `MAX_CALLBACKS`.
+    listeners: Mutex<Vec<DeviceLostCallback>>,
+    /// The application's uncaptured-error handlers, at most `MAX_CALLBACKS`.
+    error_handlers: Mutex<Vec<UncapturedErrorCallback>>,
     /// Upload staging bytes submitted and not yet mapped again.
     uploads_in_flight: Arc<AtomicU64>,
     /// The history ring, label scopes and live allocations' labels (their own mutex:
@@ -93,14 +101,15 @@ impl core::fmt::Debug for Client {
 impl Client {
     /// A client over an application's own device and queue, with the default layout.
     ///
-    /// Installs an uncaptured-error handler on `device` that records errors instead of
-    /// panicking (see [`uncaptured_errors`](Self::uncaptured_errors)); every operation of
-    /// the client catches its own errors in error scopes, so none should arrive there.
-    ///
-    /// Installs the device's device-lost callback too (wgpu keeps one per device): pass
-    /// the application's own through [`on_device_lost`](Self::on_device_lost), which
-    /// chains it after the client's, rather than replacing ours with
-    /// `Device::set_device_lost_callback`.
+    /// The first client on a device installs the device's uncaptured-error handler (it
+    /// records errors instead of panicking, see
+    /// [`uncaptured_errors`](Self::uncaptured_errors)) and its device-lost callback; wgpu
+    /// keeps one of each per device, so this replaces any the application set before,
+    /// and later clients on the same device share them rather than replace them. Pass
+    /// the application's own through [`on_uncaptured_error`](Self::on_uncaptured_error)
+    /// and [`on_device_lost`](Self::on_device_lost) instead of setting them on the
+    /// device. Every operation of the client catches its own errors in error scopes, so
+    /// none of its own should reach the handler.
     pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
         Self::with_layout(
             device,
@@ -118,18 +127,12 @@ impl Client {
         info: Option<wgpu::AdapterInfo>,
         layout: PoolLayout,
     ) -> Self {
-        let uncaptured = Arc::new(Mutex::new(Ring::new(MAX_UNCAPTURED_ERRORS)));
-        let sink = uncaptured.clone();
-        device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
-            tracing::error!(%error, "uncaptured wgpu error");
-            sink.lock().push(error.to_string());
-        }));
+        let hooks = hooks::DeviceHooks::of(&device);
         let lost = DeviceLoss::default();
-        lost.install(&device);
         let server = Server::new(device.clone(), layout, lost.clone());
         let uploads_in_flight = server.upload_in_flight();
         let poller = Arc::new(Poller::new(device.clone()));
-        Self {
+        let client = Self {
             shared: Arc::new(Shared {
                 device,
                 queue,
@@ -138,15 +141,20 @@ impl Client {
                 turn: ReentrantMutex::new(()),
                 records: Mutex::new(Ring::new(DEFAULT_RECORDS)),
                 poller,
-                uncaptured,
+                uncaptured: Mutex::new(Ring::new(MAX_UNCAPTURED_ERRORS)),
                 lost,
+                _hooks: hooks.clone(),
+                listeners: Mutex::new(Vec::new()),
+                error_handlers: Mutex::new(Vec::new()),
                 uploads_in_flight,
                 history: Arc::new(Mutex::new(History::new(0))),
                 oom_snapshot: Mutex::new(None),
                 records_file: Mutex::new(None),
                 records_not_written: AtomicU64::new(0),
             }),
-        }
+        };
+        hooks.join(&client.shared);
+        client
     }
 
     /// Opens the default adapter (a discrete GPU when there is one, then any other,
@@ -415,7 +423,17 @@ impl Client {
         };
         match batch.submit(&self.shared.device, &self.shared.queue) {
             Ok(submission) => Ok(Some(submission)),
-            Err(failure) => Err(self.shared.server.lock().batch_failed(failure)),
+            Err(failure) => {
+                // Which pages the application destroyed: probed without the lock (the
+                // probes submit), still in the submit turn.
+                let destroyed = if failure.destroyed {
+                    let pages = self.shared.server.lock().main_pages();
+                    find_destroyed(&self.shared.device, &self.shared.queue, pages)
+                } else {
+                    Vec::new()
+                };
+                Err(self.shared.server.lock().batch_failed(failure, destroyed))
+            }
         }
     }
 
@@ -553,17 +571,6 @@ impl Client {
         }
     }
 
-    /// Adds an application callback for the loss of the device, called after the client
-    /// recorded the loss (so every later operation already fails with
-    /// [`ClientError::DeviceLost`]). wgpu keeps one device-lost callback per device and the
-    /// client holds it; callbacks registered here are chained behind it, in order.
-    pub fn on_device_lost(
-        &self,
-        callback: impl Fn(wgpu::DeviceLostReason, &str) + Send + Sync + 'static,
-    ) {
-        self.shared.lost.listen(Box::new(callback));
-    }
-
     /// The policy that submits recorded work without a read, flush or sync asking.
     pub fn submit_policy(&self) -> SubmitPolicy {
         self.shared.server.lock().policy
@@ -580,13 +587,6 @@ impl Client {
         self.shared.server.lock().cached_pipelines()
     }
 
-    /// The wgpu errors that reached the device's uncaptured-error handler since the client
-    /// was made (none should: each operation catches its own).
-    ///
-    /// At most the newest [`MAX_UNCAPTURED_ERRORS`] (256) are kept.
-    pub fn uncaptured_errors(&self) -> Vec<String> {
-        self.shared.uncaptured.lock().to_vec()
-    }
 }
 
 /// Bytes of every page of every memory in `report`.

@@ -9,9 +9,8 @@
 //! of them is known to have run. The batch keeps only weak references to those outputs,
 //! so a handle dropped before the submit is freed as usual.
 
-use super::lost::says_lost;
 use super::upload_page::UploadPage;
-use crate::storage::wgpu_storage::error::capture;
+use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
 use cubecl_runtime::memory_management::{ManagedMemoryBinding, WeakMemoryBinding};
 use std::ops::Range;
 
@@ -72,7 +71,8 @@ pub(crate) struct Batch {
 /// A batch wgpu refused: its message, and the outputs to claim.
 pub(crate) struct BatchFailure {
     pub(crate) message: String,
-    pub(crate) lost: bool,
+    /// wgpu's typed error says a resource the batch used was destroyed.
+    pub(crate) destroyed: bool,
     pub(crate) outputs: Vec<(ManagedMemoryBinding, Range<u64>)>,
 }
 
@@ -174,10 +174,9 @@ impl Batch {
         match error {
             None => Ok(submission),
             Some(error) => {
-                let message = error.to_string();
                 Err(BatchFailure {
-                    lost: says_lost(&message),
-                    message,
+                    destroyed: destroyed_resource(&error),
+                    message: error.to_string(),
                     outputs: outputs
                         .into_iter()
                         .filter_map(|(weak, range)| Some((weak.upgrade()?, range)))

@@ -13,6 +13,7 @@
 
 mod batch;
 mod caches;
+mod destroyed;
 mod error;
 mod handle;
 mod history;
@@ -36,11 +37,11 @@ pub use caches::{MAX_BIND_GROUPS, MAX_PIPELINES};
 pub use error::ClientError;
 pub use handle::{Handle, HandleResource, MAX_QUEUED_RELEASES};
 pub use kernel::Kernel;
-pub use lost::DeviceLostCallback;
 pub use read_bytes::ReadBytes;
 pub use upload::{ARENA_BYTES, MAX_IN_FLIGHT, SHARED_WRITE};
 
 pub(crate) use batch::{Batch, BatchFailure};
+pub(crate) use destroyed::find_destroyed;
 use handle::DropNotice;
 pub(crate) use history::{FreeRecord, History};
 pub(crate) use lost::DeviceLoss;
@@ -90,6 +91,8 @@ pub(crate) struct Server {
     released: std::sync::Arc<handle::ReleaseQueue>,
     /// The queue's previous buffer, swapped in so draining it allocates nothing.
     spare_released: Vec<(ManagedMemoryId, MemoryLocation)>,
+    /// Main pages the application destroyed, and the slices that keep allocations out.
+    destroyed: destroyed::DestroyedPages,
 }
 
 impl Server {
@@ -125,6 +128,7 @@ impl Server {
             lost,
             released: std::sync::Arc::default(),
             spare_released: Vec::new(),
+            destroyed: Default::default(),
             id: {
                 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
                 NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -142,7 +146,13 @@ impl Server {
             upload: &mut self.uploads.memory,
             bind_groups: &mut || bind_groups.clear(),
         };
-        let memory = self.main.reserve_with(size, &mut idle)?;
+        let mut memory = self.main.reserve_with(size, &mut idle)?;
+        for _ in 0..destroyed::MAX_QUARANTINE_TRIES {
+            if !self.quarantined(&memory) {
+                break;
+            }
+            memory = self.main.reserve(size)?;
+        }
         Ok(Handle {
             last_drop: DropNotice::new(&self.released, &memory),
             memory,
@@ -168,6 +178,7 @@ impl Server {
         self.check_owner(handle, "using a handle")?;
         let binding = handle.binding();
         let resource = self.main.get_resource(&binding, None, None)?;
+        self.check_destroyed(&resource.buffer, "using a handle")?;
         Ok(HandleResource {
             buffer: resource.buffer,
             offset: resource.offset,
@@ -215,6 +226,7 @@ impl Server {
     /// by submitted work; wgpu keeps a dropped buffer alive until that work is done.
     pub(crate) fn cleanup(&mut self) {
         let before = self.reserved_bytes();
+        self.settle_destroyed();
         self.main.cleanup(Cleanup::Explicit);
         self.staging.cleanup(Cleanup::Explicit);
         self.uploads.memory.cleanup(Cleanup::Explicit);
@@ -240,18 +252,25 @@ impl Server {
         self.pending.due(&self.policy)
     }
 
-    /// Records a batch wgpu refused: its outputs carry the failure, and a lost device is
-    /// remembered. Returns the error for the operation that submitted it.
-    pub(crate) fn batch_failed(&mut self, failure: BatchFailure) -> ClientError {
-        if failure.lost {
-            self.lost.record(failure.message.clone());
-        }
+    /// Records a batch wgpu refused: its outputs carry the failure. Returns the error for
+    /// the operation that submitted it: [`ClientError::PageDestroyed`] when `destroyed`
+    /// (the pages the application destroyed, found after the refusal) is not empty,
+    /// [`ClientError::DeviceLost`] once the device-lost callback has run, else
+    /// [`ClientError::Wgpu`].
+    pub(crate) fn batch_failed(
+        &mut self,
+        failure: BatchFailure,
+        destroyed: Vec<(u64, wgpu::Buffer)>,
+    ) -> ClientError {
         let message = format!("a batch of recorded work failed: {}", failure.message);
         let id = self.main.error_graph_mut().insert(message.clone());
         for (binding, range) in &failure.outputs {
             self.main.taint(binding, range.clone(), id);
         }
         self.main.error_graph_mut().prune(id);
+        if !destroyed.is_empty() {
+            return destroyed::page_destroyed("submit", self.pages_destroyed(destroyed));
+        }
         match self.lost.message() {
             Some(lost) => lost_error("submit", lost),
             None => wgpu_error("submit", message),

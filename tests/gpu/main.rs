@@ -21,6 +21,7 @@ mod launch;
 mod layout;
 mod matmul;
 mod messages;
+mod misuse;
 mod ordering_model;
 mod pipelines;
 mod poller;

@@ -42,3 +42,51 @@ pub fn page_error(error: wgpu::Error, size: u64) -> IoError {
         },
     }
 }
+
+/// Whether wgpu refused `error` because a resource it used was destroyed (wgpu-core's
+/// typed `DestroyedResource` variants of a submission or of an encoder's commands, which
+/// wgpu reports at submit). Read from the error's types, never from its text.
+///
+/// wgpu never reports a lost device through an error scope (its device-lost errors go
+/// to the device-lost callback only), so this is the one typed fault a submission of
+/// ours can meet that is not a bug of ours.
+pub fn destroyed_resource(error: &wgpu::Error) -> bool {
+    use wgpu::wgc::command::CommandEncoderError;
+    use wgpu::wgc::device::queue::QueueSubmitError;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(submit) = current.downcast_ref::<QueueSubmitError>() {
+            return match submit {
+                QueueSubmitError::DestroyedResource(_) => true,
+                QueueSubmitError::CommandEncoder(encoder) => encoder_destroyed(encoder),
+                _ => false,
+            };
+        }
+        if let Some(encoder) = current.downcast_ref::<CommandEncoderError>() {
+            return encoder_destroyed(encoder);
+        }
+        if current.is::<wgpu::wgc::resource::DestroyedResourceError>() {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+/// The destroyed-resource variants of an encoder's error (wgpu-core 30's list, less the
+/// render-pass and query ones our encoders never record).
+fn encoder_destroyed(error: &wgpu::wgc::command::CommandEncoderError) -> bool {
+    use std::error::Error;
+    use wgpu::wgc::command::{ClearError, CommandEncoderError, ComputePassErrorInner};
+    match error {
+        CommandEncoderError::DestroyedResource(_)
+        | CommandEncoderError::Clear(ClearError::DestroyedResource(_)) => true,
+        // The pass error's inner variant is private; its source is that variant.
+        CommandEncoderError::ComputePass(pass) => matches!(
+            pass.source()
+                .and_then(|inner| inner.downcast_ref::<ComputePassErrorInner>()),
+            Some(ComputePassErrorInner::DestroyedResource(_))
+        ),
+        _ => false,
+    }
+}
