@@ -31,7 +31,7 @@ use crate::memory_management::{
 };
 use crate::report::EventKind;
 use crate::server::History;
-use crate::server::{DeviceLoss, Poller, Server, copy_bytes, find_destroyed};
+use crate::server::{DeviceLoss, Poller, Server, copy_bytes};
 use crate::storage::wgpu_storage::limits::storage_memory_properties;
 use parking_lot::{Mutex, ReentrantMutex};
 use ring::Ring;
@@ -423,17 +423,7 @@ impl Client {
         };
         match batch.submit(&self.shared.device, &self.shared.queue) {
             Ok(submission) => Ok(Some(submission)),
-            Err(failure) => {
-                // Which pages the application destroyed: probed without the lock (the
-                // probes submit), still in the submit turn.
-                let destroyed = if failure.destroyed {
-                    let pages = self.shared.server.lock().main_pages();
-                    find_destroyed(&self.shared.device, &self.shared.queue, pages)
-                } else {
-                    Vec::new()
-                };
-                Err(self.shared.server.lock().batch_failed(failure, destroyed))
-            }
+            Err(failure) => Err(self.shared.server.lock().batch_failed(failure)),
         }
     }
 
@@ -586,7 +576,6 @@ impl Client {
     pub fn cached_pipelines(&self) -> usize {
         self.shared.server.lock().cached_pipelines()
     }
-
 }
 
 /// Bytes of every page of every memory in `report`.

@@ -51,8 +51,8 @@ pub use manager::{Cleanup, MemoryManagement};
 pub use options::MemoryManagementOptions;
 pub use page_events::{MAX_MEMORY_EVENTS, MemoryEvent};
 pub use page_map::{LiveSlice, PageSlices, PoolPages};
-pub(crate) use pool::page_map::page_id;
 pub use pending::{NothingPending, PendingRelease};
+pub(crate) use pool::page_map::page_id;
 pub use pools_config::{
     HistoryConfig, MemoryConfig, MemoryPoolConfig, MemoryPoolsConfig, MemoryPoolsPreset,
     MemorySize, PoolLayout, load_memory_config, load_memory_config_from, parse_memory_config,

@@ -173,16 +173,14 @@ impl Batch {
         }
         match error {
             None => Ok(submission),
-            Some(error) => {
-                Err(BatchFailure {
-                    destroyed: destroyed_resource(&error),
-                    message: error.to_string(),
-                    outputs: outputs
-                        .into_iter()
-                        .filter_map(|(weak, range)| Some((weak.upgrade()?, range)))
-                        .collect(),
-                })
-            }
+            Some(error) => Err(BatchFailure {
+                destroyed: destroyed_resource(&error),
+                message: error.to_string(),
+                outputs: outputs
+                    .into_iter()
+                    .filter_map(|(weak, range)| Some((weak.upgrade()?, range)))
+                    .collect(),
+            }),
         }
     }
 }

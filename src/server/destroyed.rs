@@ -4,11 +4,14 @@
 //! page wgpu calls destroyed was destroyed by the application, on a healthy device. Every
 //! batch that touches it fails at submit, so the client:
 //!
-//! 1. learns that from the batch's typed error (`DestroyedResource`, see
+//! 1. learns that from wgpu's typed error (`DestroyedResource`, at a bind group's
+//!    creation or at a batch's submit, see
 //!    [`destroyed_resource`](crate::storage::wgpu_storage::error::destroyed_resource));
-//! 2. finds which pages are destroyed by submitting, for each main page, an empty clear
-//!    of it on its own (wgpu reports a destroyed buffer there, typed, and the clear moves
-//!    no byte): a page count's worth of tiny submits, on this failure path only;
+//! 2. finds which pages are destroyed by making, for each page the failed work used (or
+//!    every main page, for a whole batch), a bind group of the page's first word inside
+//!    error scopes: wgpu refuses it with the same typed error for a destroyed buffer,
+//!    and nothing is submitted (a page count's worth of bind groups, on this failure
+//!    path only);
 //! 3. remembers those pages ([`DestroyedPages`], at most one entry per page held): a
 //!    handle whose slice lies in one fails every later operation with
 //!    [`ClientError::PageDestroyed`] naming it, before anything is recorded, so no later
@@ -23,9 +26,12 @@ use crate::memory_management::{ManagedMemoryHandle, page_id};
 use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
 use cubecl_runtime::memory_management::ManagedMemoryId;
 
-/// Reservations tried per allocation before one lands outside every destroyed page.
-/// Each miss quarantines a piece of a destroyed page's free room, so misses end.
-pub(crate) const MAX_QUARANTINE_TRIES: usize = 64;
+/// Bound on the reservations one allocation makes before one lands outside every
+/// destroyed page. Each miss quarantines at least one alignment unit of a destroyed
+/// page's free room, once for the page's life, so the misses of all allocations
+/// together are at most that room over the alignment; this bound (2^20) only stops a
+/// broken invariant from looping.
+pub(crate) const MAX_QUARANTINE_TRIES: usize = 1 << 20;
 
 /// The destroyed pages of a memory, and the slices held to keep allocations out of them.
 #[derive(Default)]
@@ -34,6 +40,8 @@ pub(crate) struct DestroyedPages {
     pages: Vec<(u64, wgpu::Buffer)>,
     /// Reservations that landed in a destroyed page, by page.
     quarantine: Vec<(u64, ManagedMemoryHandle)>,
+    /// The probe's bind group layout, made at the first probe.
+    probe: Option<wgpu::BindGroupLayout>,
 }
 
 impl DestroyedPages {
@@ -79,27 +87,47 @@ impl DestroyedPages {
     }
 }
 
-/// The pages of `pages` that wgpu reports destroyed: each gets an empty clear submitted
-/// on its own, inside error scopes. Runs without the client's lock (a submit may run
-/// application callbacks) and in the submit turn.
-pub(crate) fn find_destroyed(
+/// Whether wgpu reports `page` (a main page: STORAGE usage) destroyed: a bind group of
+/// its first word is made inside error scopes, which wgpu refuses, typed, for a
+/// destroyed buffer. Nothing is submitted and no callback runs, so this may run under
+/// the client's lock.
+fn is_destroyed(
     device: &wgpu::Device,
-    queue: &wgpu::Queue,
-    pages: Vec<(u64, wgpu::Buffer)>,
-) -> Vec<(u64, wgpu::Buffer)> {
-    pages
-        .into_iter()
-        .filter(|(_, buffer)| {
-            let ((), error) = capture(device, || {
-                let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("wgpu-memory destroyed-page probe"),
-                });
-                encoder.clear_buffer(buffer, 0, Some(0));
-                queue.submit([encoder.finish()]);
-            });
-            error.as_ref().is_some_and(destroyed_resource)
+    layout: &wgpu::BindGroupLayout,
+    page: &wgpu::Buffer,
+) -> bool {
+    let (_, error) = capture(device, || {
+        device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("wgpu-memory destroyed-page probe"),
+            layout,
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: page,
+                    offset: 0,
+                    size: wgpu::BufferSize::new(wgpu::COPY_BUFFER_ALIGNMENT),
+                }),
+            }],
         })
-        .collect()
+    });
+    error.as_ref().is_some_and(destroyed_resource)
+}
+
+/// The layout [`is_destroyed`] binds a page with: one storage buffer.
+fn probe_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("wgpu-memory destroyed-page probe"),
+        entries: &[wgpu::BindGroupLayoutEntry {
+            binding: 0,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: false },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        }],
+    })
 }
 
 /// The error of `operation` on a handle in a destroyed page that held `handles`.
@@ -111,20 +139,38 @@ pub(crate) fn page_destroyed(operation: &str, handles: Vec<ManagedMemoryId>) -> 
 }
 
 impl super::Server {
-    /// Every main-memory page, for [`find_destroyed`].
-    pub(crate) fn main_pages(&mut self) -> Vec<(u64, wgpu::Buffer)> {
-        self.main
+    /// After wgpu refused work with a destroyed resource: finds the destroyed pages
+    /// among `candidates` (every main page when `None`), remembers them, and returns the
+    /// allocations they hold (empty when none of ours is destroyed).
+    pub(crate) fn find_destroyed(
+        &mut self,
+        candidates: Option<&[wgpu::Buffer]>,
+    ) -> Vec<ManagedMemoryId> {
+        let layout = self
+            .destroyed
+            .probe
+            .get_or_insert_with(|| probe_layout(&self.device))
+            .clone();
+        let device = self.device.clone();
+        let pages: Vec<(u64, wgpu::Buffer)> = self
+            .main
             .storage()
             .pages()
+            .filter(|(_, buffer)| candidates.is_none_or(|list| list.contains(buffer)))
+            .filter(|(_, buffer)| is_destroyed(&device, &layout, buffer))
             .map(|(id, buffer)| (page_id(id), buffer.clone()))
-            .collect()
+            .collect();
+        self.pages_destroyed(pages)
     }
 
     /// Remembers the destroyed `pages`; returns the allocations they hold.
-    pub(crate) fn pages_destroyed(&mut self, pages: Vec<(u64, wgpu::Buffer)>) -> Vec<ManagedMemoryId> {
+    fn pages_destroyed(&mut self, pages: Vec<(u64, wgpu::Buffer)>) -> Vec<ManagedMemoryId> {
         let ids: Vec<u64> = pages.iter().map(|(id, _)| *id).collect();
         for (id, buffer) in pages {
-            tracing::error!(page = id, "the application destroyed a page of the main memory");
+            tracing::error!(
+                page = id,
+                "the application destroyed a page of the main memory"
+            );
             self.destroyed.insert(id, buffer);
         }
         self.allocations_in(&ids)
@@ -201,7 +247,13 @@ impl super::Server {
         self.destroyed.settle(live, |_| true);
         // The quarantine let go, the cleanup that follows gives those pages back; a page
         // the memory no longer holds is forgotten at the next settle.
-        let held: Vec<u64> = self.main.storage().pages().map(|(id, _)| page_id(id)).collect();
-        self.destroyed.settle(|_| usize::MAX, |id| held.contains(&id));
+        let held: Vec<u64> = self
+            .main
+            .storage()
+            .pages()
+            .map(|(id, _)| page_id(id))
+            .collect();
+        self.destroyed
+            .settle(|_| usize::MAX, |id| held.contains(&id));
     }
 }

@@ -41,7 +41,6 @@ pub use read_bytes::ReadBytes;
 pub use upload::{ARENA_BYTES, MAX_IN_FLIGHT, SHARED_WRITE};
 
 pub(crate) use batch::{Batch, BatchFailure};
-pub(crate) use destroyed::find_destroyed;
 use handle::DropNotice;
 pub(crate) use history::{FreeRecord, History};
 pub(crate) use lost::DeviceLoss;
@@ -253,23 +252,22 @@ impl Server {
     }
 
     /// Records a batch wgpu refused: its outputs carry the failure. Returns the error for
-    /// the operation that submitted it: [`ClientError::PageDestroyed`] when `destroyed`
-    /// (the pages the application destroyed, found after the refusal) is not empty,
+    /// the operation that submitted it: [`ClientError::PageDestroyed`] when wgpu named a
+    /// destroyed resource and a page of ours is (the application destroyed it),
     /// [`ClientError::DeviceLost`] once the device-lost callback has run, else
     /// [`ClientError::Wgpu`].
-    pub(crate) fn batch_failed(
-        &mut self,
-        failure: BatchFailure,
-        destroyed: Vec<(u64, wgpu::Buffer)>,
-    ) -> ClientError {
+    pub(crate) fn batch_failed(&mut self, failure: BatchFailure) -> ClientError {
         let message = format!("a batch of recorded work failed: {}", failure.message);
         let id = self.main.error_graph_mut().insert(message.clone());
         for (binding, range) in &failure.outputs {
             self.main.taint(binding, range.clone(), id);
         }
         self.main.error_graph_mut().prune(id);
-        if !destroyed.is_empty() {
-            return destroyed::page_destroyed("submit", self.pages_destroyed(destroyed));
+        if failure.destroyed {
+            let handles = self.find_destroyed(None);
+            if !handles.is_empty() {
+                return destroyed::page_destroyed("submit", handles);
+            }
         }
         match self.lost.message() {
             Some(lost) => lost_error("submit", lost),

@@ -319,7 +319,11 @@ fn run(shared: &Shared) {
             seen = state.changes;
             // The oldest map first: each reader is woken as soon as its own submission
             // is done, not behind later work.
-            let oldest = state.expected.values().next().map(|(index, _)| index.clone());
+            let oldest = state
+                .expected
+                .values()
+                .next()
+                .map(|(index, _)| index.clone());
             (std::mem::take(&mut state.deferred), oldest)
         };
         run_caught(jobs);
@@ -375,8 +379,14 @@ mod tests {
     #[test]
     fn the_thread_pauses_only_after_no_progress_and_no_change() {
         let pause = Duration::from_millis(1);
-        assert!(!pause_before_poll(Duration::ZERO, 3, 3), "progress: no pause");
-        assert!(pause_before_poll(pause, 3, 3), "no progress, nothing new: pause");
+        assert!(
+            !pause_before_poll(Duration::ZERO, 3, 3),
+            "progress: no pause"
+        );
+        assert!(
+            pause_before_poll(pause, 3, 3),
+            "no progress, nothing new: pause"
+        );
         assert!(
             !pause_before_poll(pause, 3, 4),
             "a map expected during the poll: polled for at once"

@@ -108,7 +108,10 @@ impl ReadPlan {
         device: &wgpu::Device,
         submission: wgpu::SubmissionIndex,
         poller: &Poller,
-    ) -> (PendingMap, impl FnOnce(Result<(), wgpu::BufferAsyncError>) + use<>) {
+    ) -> (
+        PendingMap,
+        impl FnOnce(Result<(), wgpu::BufferAsyncError>) + use<>,
+    ) {
         let state = Arc::new(Mutex::new(MapState::default()));
         let callback = MapCallback {
             slot: state.clone(),
