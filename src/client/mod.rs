@@ -13,17 +13,19 @@ mod config;
 mod hooks;
 mod memory_history;
 mod mode;
+mod queue;
 mod reads;
 mod ring;
 
 pub use crate::server::{
-    ARENA_BYTES, ClientError, Handle, HandleResource, Kernel, MAX_BIND_GROUPS, MAX_IN_FLIGHT,
-    MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes, SHARED_WRITE, SubmitPolicy,
+    ARENA_BYTES, ClientError, Handle, HandleResource, Kernel, MAX_BIND_GROUPS, MAX_HELD_EXPORTS,
+    MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes, SHARED_WRITE, SubmitPolicy,
 };
 pub use config::{load_submit_policy, parse_submit_policy};
 pub use hooks::{DeviceLostCallback, MAX_CALLBACKS, UncapturedErrorCallback};
 pub use memory_history::LabelScope;
 pub use mode::ModeWindow;
+pub use queue::ClientQueue;
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,
@@ -224,13 +226,16 @@ impl Client {
         &self.shared.device
     }
 
-    /// The queue, for the application's own submissions. Submits the client's recorded
-    /// work first, so that what the application submits next runs after every create,
-    /// write and launch made before this call (wgpu orders work by submission). A failed
-    /// submit is kept as the outputs' claims (see [`flush`](Self::flush)).
-    pub fn queue(&self) -> &wgpu::Queue {
+    /// The queue, for the application's own submissions and writes. Submits the client's
+    /// recorded work first, so that what the application submits next runs after every
+    /// create, write and launch made before this call (wgpu orders work by submission);
+    /// [`ClientQueue::submit`] and [`ClientQueue::write_buffer`] do so again at the moment
+    /// they are called. Submit work that uses the client's slices through it: an
+    /// exported slice stays reserved until such a submission (see [`resource`](Self::resource)).
+    /// A failed submit is kept as the outputs' claims (see [`flush`](Self::flush)).
+    pub fn queue(&self) -> ClientQueue<'_> {
         let _ = self.flush();
-        &self.shared.queue
+        ClientQueue { client: self }
     }
 
     /// A handle of `data.len()` bytes holding `data`.
@@ -482,13 +487,23 @@ impl Client {
     /// Submits the client's recorded work first, so that the application's own
     /// submissions made after this call see every earlier write and launch.
     ///
+    /// The slice stays reserved while the resource or a handle lives, and after both are
+    /// dropped until the application's next submission through
+    /// [`queue`](Self::queue)`().submit(..)`: work the application recorded on it and
+    /// submits there runs before any new allocation can take the slice (at most
+    /// [`MAX_HELD_EXPORTS`] slices are held so; see the README, "What the client asks of
+    /// the application").
+    ///
     /// # Errors
     /// [`ClientError::Memory`] for a stale handle; [`ClientError::ForeignHandle`] for a
     /// handle of another client; [`ClientError::DeviceLost`] or [`ClientError::Wgpu`] when
     /// the recorded work cannot be submitted.
     pub fn resource(&self, handle: &Handle) -> Result<HandleResource, ClientError> {
         self.flush()?;
-        self.shared.server.lock().resource(handle)
+        let mut server = self.shared.server.lock();
+        let resource = server.resource(handle)?;
+        server.export(handle);
+        Ok(resource)
     }
 
     /// The memory report: the main pools, and the staging memory as the auxiliary memory

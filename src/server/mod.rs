@@ -15,6 +15,7 @@ mod batch;
 mod caches;
 mod destroyed;
 mod error;
+mod exports;
 mod handle;
 mod history;
 mod kernel;
@@ -35,6 +36,7 @@ mod upload_page;
 pub use batch::SubmitPolicy;
 pub use caches::{MAX_BIND_GROUPS, MAX_PIPELINES};
 pub use error::ClientError;
+pub use exports::MAX_HELD_EXPORTS;
 pub use handle::{Handle, HandleResource, MAX_QUEUED_RELEASES};
 pub use kernel::Kernel;
 pub use read_bytes::ReadBytes;
@@ -92,6 +94,8 @@ pub(crate) struct Server {
     spare_released: Vec<(ManagedMemoryId, MemoryLocation)>,
     /// Main pages the application destroyed, and the slices that keep allocations out.
     destroyed: destroyed::DestroyedPages,
+    /// Exported slices held until the application's next submission (see `exports`).
+    exports: exports::Exports,
 }
 
 impl Server {
@@ -128,6 +132,7 @@ impl Server {
             released: std::sync::Arc::default(),
             spare_released: Vec::new(),
             destroyed: Default::default(),
+            exports: Default::default(),
             id: {
                 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
                 NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -161,9 +166,11 @@ impl Server {
     }
 
     /// Releases, O(1) each, the allocations whose handles were all dropped since the last
-    /// call. One still bound by work in flight (or a `HandleResource`) stays; the memory's
-    /// sweeps free it once that binding is gone.
+    /// call, and the exported slices whose hold ended (see `exports`). One still held by a
+    /// `HandleResource` or an export stays; the memory's sweeps free it once that
+    /// binding is gone.
     fn release_dropped(&mut self) {
+        self.release_exports();
         let mut dropped = std::mem::take(&mut self.spare_released);
         std::mem::swap(&mut *self.released.lock(), &mut dropped);
         for (id, location) in dropped.drain(..) {
