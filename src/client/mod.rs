@@ -5,7 +5,11 @@
 //! mutex; `queue.submit` and `device.poll` run with the mutex released, because wgpu
 //! runs application callbacks inside them and such a callback may call the client. The
 //! turn is taken before the mutex, never while holding it, so the two cannot deadlock,
-//! and a callback running inside our own submit may take the turn again.
+//! and a callback running inside our own submit may take the turn again. Launches,
+//! writes and reads take the turn too: a batch's failure is recorded before the turn is
+//! let go, so no work is recorded against outputs a failed batch left unwritten without
+//! seeing that failure (work a callback records inside our own submit, on the submitting
+//! thread, is the one exception: wgpu reports the failure only when the submit returns).
 
 #[cfg(test)]
 mod batch_tests;
@@ -85,6 +89,10 @@ struct Shared {
     records_file: Mutex<Option<std::path::PathBuf>>,
     /// Records that could not be appended to `records_file`.
     records_not_written: AtomicU64,
+    /// Tests: run once right after a batch's submit returned, before its failure (if any)
+    /// is recorded (the window another thread could record work in).
+    #[cfg(test)]
+    after_submit: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 const _: () = {
@@ -153,6 +161,8 @@ impl Client {
                 oom_snapshot: Mutex::new(None),
                 records_file: Mutex::new(None),
                 records_not_written: AtomicU64::new(0),
+                #[cfg(test)]
+                after_submit: Mutex::new(None),
             }),
         };
         hooks.join(&client.shared);
@@ -267,6 +277,9 @@ impl Client {
         self.before_upload();
         let mut main_failed = false;
         let created = (|| {
+            // The submit turn first (see `submit_batch`): no batch fails unrecorded
+            // while this write is recorded.
+            let _turn = self.shared.turn.lock();
             let mut server = self.shared.server.lock();
             let reserved = server.empty(size);
             let handle = self
@@ -336,6 +349,7 @@ impl Client {
     ) -> Result<(), ClientError> {
         self.before_upload();
         let due = {
+            let _turn = self.shared.turn.lock();
             let mut server = self.shared.server.lock();
             server.write_with(handle, offset, size, fill)?;
             self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
@@ -426,7 +440,14 @@ impl Client {
         let Some(batch) = batch else {
             return Ok(None);
         };
-        match batch.submit(&self.shared.device, &self.shared.queue) {
+        let submitted = batch.submit(&self.shared.device, &self.shared.queue);
+        #[cfg(test)]
+        if let Some(hook) = self.shared.after_submit.lock().take() {
+            hook();
+        }
+        // Still in the submit turn: work that reads or rewrites this batch's outputs
+        // (launches, writes, reads all take the turn) is recorded after its failure.
+        match submitted {
             Ok(submission) => Ok(Some(submission)),
             Err(failure) => Err(self.shared.server.lock().batch_failed(failure)),
         }
@@ -465,6 +486,9 @@ impl Client {
         handles: &[&Handle],
     ) -> Result<(), ClientError> {
         let launched = {
+            // The submit turn first (see `submit_batch`): the claims this launch looks at
+            // include every failure of a batch already submitted.
+            let _turn = self.shared.turn.lock();
             let mut server = self.shared.server.lock();
             let launched = server
                 .launch(kernel, workgroups, handles)
