@@ -132,3 +132,30 @@ fn work_recorded_while_a_failed_batch_is_submitted_sees_its_failure() {
     );
     assert_eq!(client.read_blocking(&rewritten).unwrap(), [9; 256]);
 }
+
+/// Issue 18, item 10: tiny and unaligned writes count few bytes, so the submit policy
+/// alone let one batch grow without bound; the command bound submits it.
+#[test]
+fn streams_of_tiny_and_unaligned_writes_keep_the_batch_bounded() {
+    let Some(client) = client() else { return };
+    client.set_submit_policy(SubmitPolicy {
+        max_dispatches: u32::MAX,
+        max_bytes: u64::MAX,
+    });
+    let handle = client.create(&[0; 64]).unwrap();
+    let mut most = 0;
+    for i in 0..(super::MAX_BATCH_COMMANDS as u64 + 500) {
+        // Alternately an unaligned 1-byte write (an edge merge) and an aligned word.
+        if i % 2 == 0 {
+            client.write(&handle, 1 + i % 60, &[i as u8]).unwrap();
+        } else {
+            client.write(&handle, 4 * (i % 16), &[1, 2, 3, 4]).unwrap();
+        }
+        most = most.max(client.shared.server.lock().pending_commands());
+    }
+    assert!(
+        most <= super::MAX_BATCH_COMMANDS + 2,
+        "an open batch held {most} commands"
+    );
+    client.sync().unwrap();
+}

@@ -22,7 +22,8 @@ mod reads;
 mod ring;
 
 pub use crate::server::{
-    ARENA_BYTES, ClientError, Handle, HandleResource, Kernel, MAX_BIND_GROUPS, MAX_HELD_EXPORTS,
+    ARENA_BYTES, ClientError, Handle, HandleResource, Kernel, MAX_BATCH_COMMANDS, MAX_BIND_GROUPS,
+    MAX_HELD_EXPORTS,
     MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes, SHARED_WRITE, SubmitPolicy,
 };
 pub use config::{load_submit_policy, parse_submit_policy};

@@ -46,6 +46,12 @@ impl Default for SubmitPolicy {
     }
 }
 
+/// Commands (copies and dispatches, the client's own edge merges included) an open
+/// batch holds at most: the next operation after that many submits it, whatever the
+/// [`SubmitPolicy`] says. Bounds the batch's encoder, its output list and the bind
+/// groups it keeps alive, for streams of tiny or unaligned writes that count few bytes.
+pub const MAX_BATCH_COMMANDS: u32 = 4096;
+
 /// The work recorded since the last submit.
 #[derive(Default)]
 pub(crate) struct PendingWork {
@@ -59,6 +65,8 @@ pub(crate) struct PendingWork {
     uploads: Vec<UploadPage>,
     dispatches: u32,
     bytes: u64,
+    /// Copies and dispatches recorded, at most [`MAX_BATCH_COMMANDS`] before a submit.
+    commands: u32,
 }
 
 /// A batch taken out of the pending work, ready to submit (without the client's lock).
@@ -80,6 +88,7 @@ impl PendingWork {
     /// The open encoder, with no compute pass open on it (copies go here).
     pub(crate) fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
         self.pass = None;
+        self.commands += 1;
         self.encoder.get_or_insert_with(|| {
             device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("wgpu-memory batch"),
@@ -89,6 +98,7 @@ impl PendingWork {
 
     /// The open compute pass (launches go here), opened on the encoder when needed.
     pub(crate) fn pass(&mut self, device: &wgpu::Device) -> &mut wgpu::ComputePass<'static> {
+        self.commands += 1;
         if self.pass.is_none() {
             let pass = self
                 .encoder(device)
@@ -122,7 +132,15 @@ impl PendingWork {
 
     /// Whether the policy makes a submit due.
     pub(crate) fn due(&self, policy: &SubmitPolicy) -> bool {
-        self.dispatches > policy.max_dispatches || self.bytes >= policy.max_bytes
+        self.dispatches > policy.max_dispatches
+            || self.bytes >= policy.max_bytes
+            || self.commands >= MAX_BATCH_COMMANDS
+    }
+
+    /// Commands recorded since the last submit (tests check the bound).
+    #[cfg(test)]
+    pub(crate) fn commands(&self) -> u32 {
+        self.commands
     }
 
     /// Whether anything is recorded.
@@ -140,6 +158,7 @@ impl PendingWork {
         };
         self.dispatches = 0;
         self.bytes = 0;
+        self.commands = 0;
         batch
     }
 }

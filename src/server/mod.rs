@@ -33,7 +33,7 @@ mod transfer;
 mod upload;
 mod upload_page;
 
-pub use batch::SubmitPolicy;
+pub use batch::{MAX_BATCH_COMMANDS, SubmitPolicy};
 pub use caches::{MAX_BIND_GROUPS, MAX_PIPELINES};
 pub use error::ClientError;
 pub use exports::MAX_HELD_EXPORTS;
@@ -253,9 +253,15 @@ impl Server {
         (!self.pending.is_empty()).then(|| self.pending.take())
     }
 
-    /// Whether the submit policy makes a submit due.
+    /// Whether the submit policy (or [`MAX_BATCH_COMMANDS`]) makes a submit due.
     pub(crate) fn submit_due(&self) -> bool {
         self.pending.due(&self.policy)
+    }
+
+    /// Commands in the open batch.
+    #[cfg(test)]
+    pub(crate) fn pending_commands(&self) -> u32 {
+        self.pending.commands()
     }
 
     /// Records a batch wgpu refused: its outputs carry the failure. Returns the error for
