@@ -121,7 +121,10 @@ fn work_recorded_while_a_failed_batch_is_submitted_sees_its_failure() {
     assert!(client.flush().is_err(), "the batch should be refused");
     let thread = worker.lock().take().expect("the hook ran");
     let (launched, rewrite) = thread.join().unwrap();
-    assert!(launched.is_ok() && rewrite.is_ok(), "{launched:?} {rewrite:?}");
+    assert!(
+        launched.is_ok() && rewrite.is_ok(),
+        "{launched:?} {rewrite:?}"
+    );
 
     assert!(
         matches!(

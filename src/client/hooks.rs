@@ -5,11 +5,13 @@
 //! `Device::set_device_lost_callback`; wgpu 30 has no way to read the previous one
 //! back). So:
 //!
-//! 1. The first client made on a device installs both, once, as [`DeviceHooks`]; every
-//!    later client on the same device joins that same [`DeviceHooks`] (found in a
-//!    process-wide list of weak references, one per device with a live client) instead
-//!    of replacing them. Each client hears every error and the loss.
-//! 2. The installed closures hold the hooks weakly, and the hooks hold each client
+//! 1. Each client installs both when it is made, as [`DeviceHooks`], replacing what was
+//!    set before: a second client made on the same device takes them over from the
+//!    first, which then hears no uncaptured error and learns of a loss only from wgpu's
+//!    typed errors. Sharing them would need to tell devices apart, and wgpu 30 compares
+//!    devices by an id that two devices of different `wgpu::Instance`s can share; so use
+//!    clones of one client per device (they are cheap and share everything).
+//! 2. The installed closures hold the hooks weakly, and the hooks hold the client
 //!    weakly: neither keeps a client alive, so a client is freed when the application
 //!    drops its last clone.
 //! 3. On a loss, each client records it and wakes its parked readers at once (no lock
@@ -39,35 +41,22 @@ pub type UncapturedErrorCallback = Arc<dyn Fn(&Client, &wgpu::Error) + Send + Sy
 /// [`ClientError::TooManyCallbacks`](super::ClientError::TooManyCallbacks).
 pub const MAX_CALLBACKS: usize = 64;
 
-/// The clients on one device, and the one set of wgpu callbacks that reaches them.
+/// A device's two wgpu callbacks, and the client they reach.
 pub(crate) struct DeviceHooks {
     device: wgpu::Device,
-    /// One entry per client made on the device; dead ones are pruned at each join.
+    /// The client the callbacks reach (one entry; a list so that the dispatch below
+    /// does not care).
     clients: Mutex<Vec<Weak<Shared>>>,
 }
 
-/// The hooks of every device with a live client; dead entries are pruned at each join,
-/// so it holds at most one entry per live device plus those freed since the last join.
-static DEVICES: Mutex<Vec<Weak<DeviceHooks>>> = Mutex::new(Vec::new());
-
 impl DeviceHooks {
-    /// The hooks of `device`: those of a client already on it, or new ones installed now.
-    pub(crate) fn of(device: &wgpu::Device) -> Arc<Self> {
-        let mut devices = DEVICES.lock();
-        devices.retain(|hooks| hooks.strong_count() > 0);
-        let found = devices
-            .iter()
-            .filter_map(Weak::upgrade)
-            .find(|hooks| &hooks.device == device);
-        if let Some(hooks) = found {
-            return hooks;
-        }
+    /// New hooks for `device`, installed on it (see the module doc, step 1).
+    pub(crate) fn install_on(device: &wgpu::Device) -> Arc<Self> {
         let hooks = Arc::new(Self {
             device: device.clone(),
             clients: Mutex::new(Vec::new()),
         });
         hooks.install();
-        devices.push(Arc::downgrade(&hooks));
         hooks
     }
 
@@ -151,9 +140,8 @@ impl Client {
     /// it is given rather than capturing one (a captured clone keeps the client alive
     /// for as long as the device holds the callback).
     ///
-    /// wgpu keeps one device-lost callback per device, and the clients on a device share
-    /// the one they install (see the module doc): do not replace it with
-    /// `Device::set_device_lost_callback`.
+    /// wgpu keeps one device-lost callback per device and the client holds it (see the
+    /// module doc): do not replace it with `Device::set_device_lost_callback`.
     ///
     /// # Errors
     /// [`ClientError::TooManyCallbacks`](super::ClientError::TooManyCallbacks) past
@@ -169,8 +157,8 @@ impl Client {
     /// application's own; the client catches its own), called with this client on the
     /// thread that made the error, after the client kept its text (see
     /// [`uncaptured_errors`](Self::uncaptured_errors)). It must not panic: wgpu's
-    /// default handler would have. The clients on a device share one handler (see the
-    /// module doc): do not replace it with `Device::on_uncaptured_error`.
+    /// default handler would have. wgpu keeps one handler per device and the client holds
+    /// it (see the module doc): do not replace it with `Device::on_uncaptured_error`.
     ///
     /// # Errors
     /// [`ClientError::TooManyCallbacks`](super::ClientError::TooManyCallbacks) past

@@ -14,6 +14,8 @@
 #[cfg(test)]
 mod batch_tests;
 mod config;
+#[cfg(test)]
+mod fault_tests;
 mod hooks;
 mod memory_history;
 mod mode;
@@ -23,8 +25,8 @@ mod ring;
 
 pub use crate::server::{
     ARENA_BYTES, ClientError, Handle, HandleResource, Kernel, MAX_BATCH_COMMANDS, MAX_BIND_GROUPS,
-    MAX_HELD_EXPORTS,
-    MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes, SHARED_WRITE, SubmitPolicy,
+    MAX_HELD_EXPORTS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes, SHARED_WRITE,
+    SubmitPolicy,
 };
 pub use config::{load_submit_policy, parse_submit_policy};
 pub use hooks::{DeviceLostCallback, MAX_CALLBACKS, UncapturedErrorCallback};
@@ -112,15 +114,15 @@ impl core::fmt::Debug for Client {
 impl Client {
     /// A client over an application's own device and queue, with the default layout.
     ///
-    /// The first client on a device installs the device's uncaptured-error handler (it
-    /// records errors instead of panicking, see
-    /// [`uncaptured_errors`](Self::uncaptured_errors)) and its device-lost callback; wgpu
-    /// keeps one of each per device, so this replaces any the application set before,
-    /// and later clients on the same device share them rather than replace them. Pass
-    /// the application's own through [`on_uncaptured_error`](Self::on_uncaptured_error)
-    /// and [`on_device_lost`](Self::on_device_lost) instead of setting them on the
-    /// device. Every operation of the client catches its own errors in error scopes, so
-    /// none of its own should reach the handler.
+    /// Installs the device's uncaptured-error handler (it records errors instead of
+    /// panicking, see [`uncaptured_errors`](Self::uncaptured_errors)) and its device-lost
+    /// callback; wgpu keeps one of each per device, so this replaces any the application
+    /// set before, and a second client made on the same device takes them over (use
+    /// clones of one client per device). Pass the application's own through
+    /// [`on_uncaptured_error`](Self::on_uncaptured_error) and
+    /// [`on_device_lost`](Self::on_device_lost) instead of setting them on the device.
+    /// Every operation of the client catches its own errors in error scopes, so none of
+    /// its own should reach the handler.
     pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
         Self::with_layout(
             device,
@@ -138,7 +140,7 @@ impl Client {
         info: Option<wgpu::AdapterInfo>,
         layout: PoolLayout,
     ) -> Self {
-        let hooks = hooks::DeviceHooks::of(&device);
+        let hooks = hooks::DeviceHooks::install_on(&device);
         let lost = DeviceLoss::default();
         let server = Server::new(device.clone(), layout, lost.clone());
         let uploads_in_flight = server.upload_in_flight();

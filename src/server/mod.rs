@@ -47,6 +47,8 @@ use handle::DropNotice;
 pub(crate) use history::{FreeRecord, History};
 pub(crate) use lost::DeviceLoss;
 pub(crate) use poller::Poller;
+#[cfg(test)]
+pub(crate) use poller::poller_thread_name;
 pub(crate) use readback::{PendingMap, ReadFuture};
 pub(crate) use upload::copy_bytes;
 

@@ -79,6 +79,12 @@ pub(crate) type Deferred = Box<dyn FnOnce() + Send>;
 /// The poller thread's name.
 pub(crate) const THREAD_NAME: &str = "wgpu-memory poller";
 
+/// The poller thread's name (tests tell it from other threads by it).
+#[cfg(test)]
+pub(crate) fn poller_thread_name() -> &'static str {
+    THREAD_NAME
+}
+
 /// Bound on the pause after a poll that made no progress or failed: long enough not to
 /// spin, short enough that a late callback is seen quickly.
 const MAX_BACKOFF: Duration = Duration::from_millis(50);
@@ -177,6 +183,17 @@ impl Poller {
             }
             None => false,
         }
+    }
+
+    /// Readers parked now (tests wait for a reader to park).
+    #[cfg(test)]
+    pub(crate) fn parked(&self) -> usize {
+        let state = self.shared.state.lock();
+        state
+            .expected
+            .values()
+            .filter(|(_, waker)| waker.is_some())
+            .count()
     }
 
     /// Wakes every parked reader (the device was lost: they look at the loss).
