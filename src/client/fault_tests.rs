@@ -179,7 +179,7 @@ fn a_read_whose_map_never_completes_ends_when_the_device_is_lost() {
     let Some(client) = client() else { return };
     let handle = client.create(&[3; 256]).unwrap();
     let (future, callback) = {
-        let _turn = client.shared.turn.lock();
+        let _turn = client.turn();
         let mut server = client.shared.server.lock();
         let plan = server
             .start_read(&[(&handle, 0, 256)])

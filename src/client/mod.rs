@@ -40,7 +40,7 @@ use crate::memory_management::{
 };
 use crate::report::EventKind;
 use crate::server::History;
-use crate::server::{DeviceLoss, Poller, Server, copy_bytes};
+use crate::server::{DeviceLoss, Poller, Server, TurnHeld, copy_bytes};
 use crate::storage::wgpu_storage::limits::storage_memory_properties;
 use parking_lot::{Mutex, ReentrantMutex};
 use ring::Ring;
@@ -282,7 +282,7 @@ impl Client {
         let created = (|| {
             // The submit turn first (see `submit_batch`): no batch fails unrecorded
             // while this write is recorded.
-            let _turn = self.shared.turn.lock();
+            let _turn = self.turn();
             let mut server = self.shared.server.lock();
             let reserved = server.empty(size);
             let handle = self
@@ -352,7 +352,7 @@ impl Client {
     ) -> Result<(), ClientError> {
         self.before_upload();
         let due = {
-            let _turn = self.shared.turn.lock();
+            let _turn = self.turn();
             let mut server = self.shared.server.lock();
             server.write_with(handle, offset, size, fill)?;
             self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
@@ -427,7 +427,7 @@ impl Client {
 
     /// Takes the recorded batch and submits it in the submit turn, without the mutex.
     fn submit(&self) -> Result<Option<wgpu::SubmissionIndex>, ClientError> {
-        let _turn = self.shared.turn.lock();
+        let _turn = self.turn();
         let batch = {
             let mut server = self.shared.server.lock();
             server.check_lost("submit")?;
@@ -453,6 +453,16 @@ impl Client {
         match submitted {
             Ok(submission) => Ok(Some(submission)),
             Err(failure) => Err(self.shared.server.lock().batch_failed(failure)),
+        }
+    }
+
+    /// Takes the submit turn (re-entrant); while held, reads awaited on this thread poll
+    /// the device themselves (see `server::poller::reads_poll_inline`).
+    pub(crate) fn turn(&self) -> Turn<'_> {
+        let guard = self.shared.turn.lock();
+        Turn {
+            _guard: guard,
+            _held: TurnHeld::enter(),
         }
     }
 
@@ -491,7 +501,7 @@ impl Client {
         let launched = {
             // The submit turn first (see `submit_batch`): the claims this launch looks at
             // include every failure of a batch already submitted.
-            let _turn = self.shared.turn.lock();
+            let _turn = self.turn();
             let mut server = self.shared.server.lock();
             let launched = server
                 .launch(kernel, workgroups, handles)
@@ -515,7 +525,7 @@ impl Client {
     /// submissions made after this call see every earlier write and launch.
     ///
     /// The slice stays reserved while the resource or a handle lives, and after both are
-    /// dropped until the application's next submission through
+    /// dropped until this thread's next submission through
     /// [`queue`](Self::queue)`().submit(..)`: work the application recorded on it and
     /// submits there runs before any new allocation can take the slice (at most
     /// [`MAX_HELD_EXPORTS`] slices are held so; see the README, "What the client asks of
@@ -618,6 +628,12 @@ impl Client {
     pub fn cached_pipelines(&self) -> usize {
         self.shared.server.lock().cached_pipelines()
     }
+}
+
+/// A held submit turn.
+pub(crate) struct Turn<'a> {
+    _guard: parking_lot::ReentrantMutexGuard<'a, ()>,
+    _held: TurnHeld,
 }
 
 /// Bytes of every page of every memory in `report`.

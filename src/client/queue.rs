@@ -9,6 +9,7 @@ use super::Client;
 /// - [`submit`](Self::submit) first submits the work the client recorded, then the
 ///   application's command buffers, and counts the submission: a slice exported by
 ///   [`Client::resource`] stays reserved after its last drop until such a submission
+///   from the thread that exported it
 ///   (see the README, "What the client asks of the application").
 /// - [`write_buffer`](Self::write_buffer) first submits the work the client recorded,
 ///   so the write runs after every launch and write made before it, even through a
@@ -38,7 +39,7 @@ impl ClientQueue<'_> {
         command_buffers: I,
     ) -> wgpu::SubmissionIndex {
         let shared = &self.client.shared;
-        let _turn = shared.turn.lock();
+        let _turn = self.client.turn();
         let _ = self.client.flush();
         let submission = shared.queue.submit(command_buffers);
         shared.server.lock().app_submitted();
@@ -48,7 +49,7 @@ impl ClientQueue<'_> {
     /// Writes `data` at byte `offset` of `buffer` (`wgpu::Queue::write_buffer`), after
     /// submitting the client's recorded work, in the client's submit turn.
     pub fn write_buffer(&self, buffer: &wgpu::Buffer, offset: wgpu::BufferAddress, data: &[u8]) {
-        let _turn = self.client.shared.turn.lock();
+        let _turn = self.client.turn();
         let _ = self.client.flush();
         self.client.shared.queue.write_buffer(buffer, offset, data);
     }

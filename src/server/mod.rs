@@ -46,9 +46,9 @@ pub(crate) use batch::{Batch, BatchFailure};
 use handle::DropNotice;
 pub(crate) use history::{FreeRecord, History};
 pub(crate) use lost::DeviceLoss;
-pub(crate) use poller::Poller;
 #[cfg(test)]
 pub(crate) use poller::poller_thread_name;
+pub(crate) use poller::{Poller, TurnHeld};
 pub(crate) use readback::{PendingMap, ReadFuture};
 pub(crate) use upload::copy_bytes;
 

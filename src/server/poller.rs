@@ -24,8 +24,10 @@
 //! The thread takes none of the client's locks, so polling never blocks threads that
 //! submit. wgpu runs application callbacks on this thread too (inside its poll); one that
 //! calls the client does not deadlock: a read awaited there polls the device itself
-//! instead of waiting for this thread ([`on_poller_thread`]), and a client dropped there
-//! stops the thread without joining it.
+//! instead of waiting for this thread ([`reads_poll_inline`]), as does a read awaited by
+//! a thread holding the client's submit turn (inside the client's own `queue.submit`,
+//! where this thread may be waiting for that turn), and a client dropped there stops
+//! the thread without joining it.
 //!
 //! While the thread waits, wgpu-core 30 holds the device's snatch lock for reading, so
 //! `Buffer::destroy`, `Texture::destroy`, `Device::destroy` and surface `present()` on
@@ -55,6 +57,36 @@ thread_local! {
 /// poll the device itself, since the only thread that would is the one waiting.
 pub(crate) fn on_poller_thread() -> bool {
     ON_POLLER.with(std::cell::Cell::get)
+}
+
+thread_local! {
+    /// How many client submit turns the calling thread holds.
+    static TURNS_HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether a read awaited on the calling thread must poll the device itself rather than
+/// wait for the poller thread: on the poller thread, and on a thread that holds a
+/// client's submit turn (wgpu runs callbacks inside `queue.submit`; the poller thread may
+/// be running another callback that waits for that turn).
+pub(crate) fn reads_poll_inline() -> bool {
+    on_poller_thread() || TURNS_HELD.with(|held| held.get() > 0)
+}
+
+/// Marks the calling thread as holding a submit turn while alive (see
+/// [`reads_poll_inline`]).
+pub(crate) struct TurnHeld(());
+
+impl TurnHeld {
+    pub(crate) fn enter() -> Self {
+        TURNS_HELD.with(|held| held.set(held.get() + 1));
+        Self(())
+    }
+}
+
+impl Drop for TurnHeld {
+    fn drop(&mut self) {
+        TURNS_HELD.with(|held| held.set(held.get().saturating_sub(1)));
+    }
 }
 
 /// Wakes a reader whose map completed. On the poller thread the wake waits until the

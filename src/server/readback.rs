@@ -388,15 +388,16 @@ impl Future for ReadFuture {
                         if let Some(message) = self.lost.message() {
                             return Poll::Ready(Err(self.end_lost(message)));
                         }
-                        // On the poller thread (inside a wgpu callback) nobody else
-                        // polls: poll here, as when the thread is gone.
+                        // On the poller thread (inside a wgpu callback), or holding
+                        // the submit turn, waiting for the poller may wait for
+                        // ourselves: poll here, as when the thread is gone.
                         if self.poller.alive()
-                            && !super::poller::on_poller_thread()
+                            && !super::poller::reads_poll_inline()
                             && self.poller.park(ticket, context.waker())
                         {
                             return Poll::Pending;
                         }
-                        if !self.poller.alive() || super::poller::on_poller_thread() {
+                        if !self.poller.alive() || super::poller::reads_poll_inline() {
                             self.poll_here(&submission);
                         }
                         continue;

@@ -29,6 +29,7 @@ mod release;
 mod reports;
 mod roundtrip;
 mod snapshot;
+mod soak;
 mod storage;
 mod threads;
 mod watchdog;

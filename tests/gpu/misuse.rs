@@ -56,10 +56,11 @@ fn a_launch_refused_before_recording_claims_nothing() {
 fn an_application_pass_recorded_before_a_reuse_never_lands_on_the_new_handle() {
     let Some(client) = fresh() else { return };
     let kernel = Kernel::new("add one", ADD_ONE, "main");
+    let app = AppAddOne::new(&client);
     let len = 4096;
     for round in 0..8u64 {
         let old = client.create(&pattern(len, round)).unwrap();
-        let encoder = app_add_one(&client, &client.resource(&old).unwrap(), len as u64);
+        let encoder = app.record(&client, &client.resource(&old).unwrap());
         drop(old);
         let new_bytes = pattern(len, 100 + round);
         let new = client.create(&new_bytes).unwrap();
@@ -106,42 +107,54 @@ fn a_write_through_a_kept_client_queue_runs_after_an_earlier_launch() {
     );
 }
 
-/// Records the application's own `x[i] += 1` over `resource` in an encoder of its own.
-fn app_add_one(
-    client: &Client,
-    resource: &wgpu_memory::HandleResource,
-    len: u64,
-) -> wgpu::CommandEncoder {
-    let device = client.device();
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("the application's add one"),
-        source: wgpu::ShaderSource::Wgsl(ADD_ONE.into()),
-    });
-    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some("the application's add one"),
-        layout: None,
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: Default::default(),
-        cache: None,
-    });
-    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: None,
-        layout: &pipeline.get_bind_group_layout(0),
-        entries: &[wgpu::BindGroupEntry {
-            binding: 0,
-            resource: wgpu::BindingResource::Buffer(resource.as_binding()),
-        }],
-    });
-    let mut encoder = device.create_command_encoder(&Default::default());
-    {
-        let mut pass = encoder.begin_compute_pass(&Default::default());
-        pass.set_pipeline(&pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        let [x, y, z] = groups_for(len);
-        pass.dispatch_workgroups(x, y, z);
+/// The application's own `x[i] += 1` pipeline, recorded in encoders of its own.
+pub struct AppAddOne {
+    pipeline: wgpu::ComputePipeline,
+}
+
+impl AppAddOne {
+    pub fn new(client: &Client) -> Self {
+        let device = client.device();
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("the application's add one"),
+            source: wgpu::ShaderSource::Wgsl(ADD_ONE.into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("the application's add one"),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        Self { pipeline }
     }
-    encoder
+
+    /// An encoder holding one `x[i] += 1` pass over `resource`.
+    pub fn record(
+        &self,
+        client: &Client,
+        resource: &wgpu_memory::HandleResource,
+    ) -> wgpu::CommandEncoder {
+        let device = client.device();
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &self.pipeline.get_bind_group_layout(0),
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::Buffer(resource.as_binding()),
+            }],
+        });
+        let mut encoder = device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&self.pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            let [x, y, z] = groups_for(resource.size);
+            pass.dispatch_workgroups(x, y, z);
+        }
+        encoder
+    }
 }
 
 /// Item 4: the application destroys an exported page. The device is healthy: the
