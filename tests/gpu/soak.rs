@@ -75,12 +75,7 @@ fn worker(client: Client, seed: u64, until: Instant) -> (Wrong, u64) {
     while Instant::now() < until {
         ops += 1;
         let len = 4 * (1 + rng.below(2048)) as usize;
-        let mut op = rng.below(10);
-        if std::env::var("SOAK_SKIP").is_ok_and(|skip| skip.split(',').any(|o| o == op.to_string()))
-        {
-            op = 9;
-        }
-        match op {
+        match rng.below(10) {
             0 | 1 if owned.len() < MAX_OWNED => {
                 let bytes = pattern(len, rng.below(1 << 20));
                 let handle = client.create(&bytes).unwrap();
