@@ -59,7 +59,7 @@ const BUSY_BYTES: usize = 1 << 20;
 fn a_read_awaited_inside_a_callback_on_the_poller_thread_completes() {
     let Some(client) = client() else { return };
     let mut ran_on_poller = false;
-    for attempt in 0..5u8 {
+    for attempt in 0..10u8 {
         let client = client.clone();
         let (on_poller, read) = within(
             "a read inside a poller-thread callback",
@@ -76,6 +76,10 @@ fn a_read_awaited_inside_a_callback_on_the_poller_thread_completes() {
                     )
                     .unwrap();
                 client.flush().unwrap();
+                // A read behind the busy kernel first: the poller waits on its submission,
+                // and the callback below (on that submission) runs in the poller's poll;
+                // this thread polls nothing from here on.
+                let held = client.read(&busy_handle);
                 let (sender, receiver) = mpsc::channel();
                 let inner = client.clone();
                 client.queue().on_submitted_work_done(move || {
@@ -83,8 +87,6 @@ fn a_read_awaited_inside_a_callback_on_the_poller_thread_completes() {
                     let read = inner.read_blocking(&wanted).map(|bytes| bytes == data);
                     let _ = sender.send((on_poller, read));
                 });
-                // A read behind the busy kernel: the poller waits on it and runs the callback.
-                let held = client.read(&busy_handle);
                 let seen = receiver.recv().expect("the callback ran");
                 drop(held);
                 seen

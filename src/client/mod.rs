@@ -22,6 +22,7 @@ mod mode;
 mod queue;
 mod reads;
 mod ring;
+mod submit;
 
 pub use crate::server::{
     ARENA_BYTES, ClientError, Handle, HandleResource, Kernel, MAX_BATCH_COMMANDS, MAX_BIND_GROUPS,
@@ -40,7 +41,7 @@ use crate::memory_management::{
 };
 use crate::report::EventKind;
 use crate::server::History;
-use crate::server::{DeviceLoss, Poller, Server, TurnHeld, copy_bytes};
+use crate::server::{DeviceLoss, Poller, Server, copy_bytes};
 use crate::storage::wgpu_storage::limits::storage_memory_properties;
 use parking_lot::{Mutex, ReentrantMutex};
 use ring::Ring;
@@ -414,58 +415,6 @@ impl Client {
         }
     }
 
-    /// Submits the work recorded so far (launches, copies, uploads) now, without waiting
-    /// for it. Work is also submitted when a read needs it, on [`sync`](Self::sync), and
-    /// when the [`SubmitPolicy`] says so.
-    ///
-    /// # Errors
-    /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Wgpu`] when
-    /// wgpu refuses the batch (its outputs then carry that error, see the crate docs).
-    pub fn flush(&self) -> Result<(), ClientError> {
-        self.submit().map(|_| ())
-    }
-
-    /// Takes the recorded batch and submits it in the submit turn, without the mutex.
-    fn submit(&self) -> Result<Option<wgpu::SubmissionIndex>, ClientError> {
-        let _turn = self.turn();
-        let batch = {
-            let mut server = self.shared.server.lock();
-            server.check_lost("submit")?;
-            server.take_batch()
-        };
-        self.submit_batch(batch)
-    }
-
-    fn submit_batch(
-        &self,
-        batch: Option<crate::server::Batch>,
-    ) -> Result<Option<wgpu::SubmissionIndex>, ClientError> {
-        let Some(batch) = batch else {
-            return Ok(None);
-        };
-        let submitted = batch.submit(&self.shared.device, &self.shared.queue);
-        #[cfg(test)]
-        if let Some(hook) = self.shared.after_submit.lock().take() {
-            hook();
-        }
-        // Still in the submit turn: work that reads or rewrites this batch's outputs
-        // (launches, writes, reads all take the turn) is recorded after its failure.
-        match submitted {
-            Ok(submission) => Ok(Some(submission)),
-            Err(failure) => Err(self.shared.server.lock().batch_failed(failure)),
-        }
-    }
-
-    /// Takes the submit turn (re-entrant); while held, reads awaited on this thread poll
-    /// the device themselves (see `server::poller::reads_poll_inline`).
-    pub(crate) fn turn(&self) -> Turn<'_> {
-        let guard = self.shared.turn.lock();
-        Turn {
-            _guard: guard,
-            _held: TurnHeld::enter(),
-        }
-    }
-
     /// Failures the device still holds: allocations carry bytes a failed operation left
     /// unwritten. Dropped handles count until the next reservation or cleanup.
     pub fn failures_held(&self) -> usize {
@@ -628,12 +577,6 @@ impl Client {
     pub fn cached_pipelines(&self) -> usize {
         self.shared.server.lock().cached_pipelines()
     }
-}
-
-/// A held submit turn.
-pub(crate) struct Turn<'a> {
-    _guard: parking_lot::ReentrantMutexGuard<'a, ()>,
-    _held: TurnHeld,
 }
 
 /// Bytes of every page of every memory in `report`.
