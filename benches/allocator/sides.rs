@@ -83,7 +83,7 @@ impl<S: CopyStorage> Memory for Ours<S> {
 
     fn cleanup_live(&mut self) -> u64 {
         // As many passes as it takes: the bound is per pass.
-        while !self.0.compact(u64::MAX, &|_| false).is_empty() {
+        while !self.0.compact(u64::MAX, &|_, _| false).is_empty() {
             self.0.release_moved();
         }
         self.release_all();

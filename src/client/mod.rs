@@ -5,28 +5,39 @@
 //! mutex; `queue.submit` and `device.poll` run with the mutex released, because wgpu
 //! runs application callbacks inside them and such a callback may call the client. The
 //! turn is taken before the mutex, never while holding it, so the two cannot deadlock,
-//! and a callback running inside our own submit may take the turn again.
+//! and a callback running inside our own submit may take the turn again. Launches,
+//! writes and reads take the turn too: a batch's failure is recorded before the turn is
+//! let go, so no work is recorded against outputs a failed batch left unwritten without
+//! seeing that failure (work a callback records inside our own submit, on the submitting
+//! thread, is the one exception: wgpu reports the failure only when the submit returns).
 
 #[cfg(test)]
 mod batch_tests;
 mod budget;
 mod compaction;
 mod config;
+#[cfg(test)]
+mod fault_tests;
+mod hooks;
 mod memory_history;
 mod mode;
+mod queue;
 mod reads;
 mod ring;
+mod submit;
 
 pub use crate::report::BudgetUse;
 pub use crate::server::{
-    BUDGET_FIELD, ClientError, DeviceLostCallback, Handle, HandleResource, Kernel, MAX_BIND_GROUPS,
-    MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes, SMALLEST_UPLOAD_PAGE,
-    STAGING_IDLE_OPERATIONS, STAGING_IDLE_RESERVATIONS, SubmitPolicy,
+    BUDGET_FIELD, ClientError, Handle, HandleResource, Kernel, MAX_BATCH_COMMANDS, MAX_BIND_GROUPS,
+    MAX_HELD_EXPORTS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes,
+    SMALLEST_UPLOAD_PAGE, STAGING_IDLE_OPERATIONS, STAGING_IDLE_RESERVATIONS, SubmitPolicy,
 };
 pub use compaction::CompactionReport;
 pub use config::{load_submit_policy, parse_submit_policy};
+pub use hooks::{DeviceLostCallback, MAX_CALLBACKS, UncapturedErrorCallback};
 pub use memory_history::LabelScope;
 pub use mode::ModeWindow;
+pub use queue::ClientQueue;
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,
@@ -67,8 +78,14 @@ struct Shared {
     turn: ReentrantMutex<()>,
     records: Mutex<Ring<MemoryRecord>>,
     poller: Arc<Poller>,
-    uncaptured: Arc<Mutex<Ring<String>>>,
+    uncaptured: Mutex<Ring<String>>,
     lost: DeviceLoss,
+    /// The device's shared callbacks (see `hooks`); they reach this client weakly.
+    _hooks: Arc<hooks::DeviceHooks>,
+    /// The application's device-lost listeners, at most `MAX_CALLBACKS`.
+    listeners: Mutex<Vec<DeviceLostCallback>>,
+    /// The application's uncaptured-error handlers, at most `MAX_CALLBACKS`.
+    error_handlers: Mutex<Vec<UncapturedErrorCallback>>,
     /// Upload staging bytes submitted and not yet mapped again.
     uploads_in_flight: Arc<AtomicU64>,
     /// The history ring, label scopes and live allocations' labels (their own mutex:
@@ -80,6 +97,10 @@ struct Shared {
     records_file: Mutex<Option<std::path::PathBuf>>,
     /// Records that could not be appended to `records_file`.
     records_not_written: AtomicU64,
+    /// Tests: run once right after a batch's submit returned, before its failure (if any)
+    /// is recorded (the window another thread could record work in).
+    #[cfg(test)]
+    after_submit: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 const _: () = {
@@ -98,14 +119,15 @@ impl core::fmt::Debug for Client {
 impl Client {
     /// A client over an application's own device and queue, with the default layout.
     ///
-    /// Installs an uncaptured-error handler on `device` that records errors instead of
-    /// panicking (see [`uncaptured_errors`](Self::uncaptured_errors)); every operation of
-    /// the client catches its own errors in error scopes, so none should arrive there.
-    ///
-    /// Installs the device's device-lost callback too (wgpu keeps one per device): pass
-    /// the application's own through [`on_device_lost`](Self::on_device_lost), which
-    /// chains it after the client's, rather than replacing ours with
-    /// `Device::set_device_lost_callback`.
+    /// Installs the device's uncaptured-error handler (it records errors instead of
+    /// panicking, see [`uncaptured_errors`](Self::uncaptured_errors)) and its device-lost
+    /// callback; wgpu keeps one of each per device, so this replaces any the application
+    /// set before, and a second client made on the same device takes them over (use
+    /// clones of one client per device). Pass the application's own through
+    /// [`on_uncaptured_error`](Self::on_uncaptured_error) and
+    /// [`on_device_lost`](Self::on_device_lost) instead of setting them on the device.
+    /// Every operation of the client catches its own errors in error scopes, so none of
+    /// its own should reach the handler.
     pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
         Self::with_layout(
             device,
@@ -123,18 +145,12 @@ impl Client {
         info: Option<wgpu::AdapterInfo>,
         layout: PoolLayout,
     ) -> Self {
-        let uncaptured = Arc::new(Mutex::new(Ring::new(MAX_UNCAPTURED_ERRORS)));
-        let sink = uncaptured.clone();
-        device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
-            tracing::error!(%error, "uncaptured wgpu error");
-            sink.lock().push(error.to_string());
-        }));
+        let hooks = hooks::DeviceHooks::install_on(&device);
         let lost = DeviceLoss::default();
-        lost.install(&device);
         let server = Server::new(device.clone(), layout, lost.clone());
         let uploads_in_flight = server.upload_in_flight();
         let poller = Arc::new(Poller::new(device.clone()));
-        Self {
+        let client = Self {
             shared: Arc::new(Shared {
                 device,
                 queue,
@@ -143,15 +159,22 @@ impl Client {
                 turn: ReentrantMutex::new(()),
                 records: Mutex::new(Ring::new(DEFAULT_RECORDS)),
                 poller,
-                uncaptured,
+                uncaptured: Mutex::new(Ring::new(MAX_UNCAPTURED_ERRORS)),
                 lost,
+                _hooks: hooks.clone(),
+                listeners: Mutex::new(Vec::new()),
+                error_handlers: Mutex::new(Vec::new()),
                 uploads_in_flight,
                 history: Arc::new(Mutex::new(History::new(0))),
                 oom_snapshot: Mutex::new(None),
                 records_file: Mutex::new(None),
                 records_not_written: AtomicU64::new(0),
+                #[cfg(test)]
+                after_submit: Mutex::new(None),
             }),
-        }
+        };
+        hooks.join(&client.shared);
+        client
     }
 
     /// Opens the default adapter (a discrete GPU when there is one, then any other,
@@ -226,13 +249,16 @@ impl Client {
         &self.shared.device
     }
 
-    /// The queue, for the application's own submissions. Submits the client's recorded
-    /// work first, so that what the application submits next runs after every create,
-    /// write and launch made before this call (wgpu orders work by submission). A failed
-    /// submit is kept as the outputs' claims (see [`flush`](Self::flush)).
-    pub fn queue(&self) -> &wgpu::Queue {
+    /// The queue, for the application's own submissions and writes. Submits the client's
+    /// recorded work first, so that what the application submits next runs after every
+    /// create, write and launch made before this call (wgpu orders work by submission);
+    /// [`ClientQueue::submit`] and [`ClientQueue::write_buffer`] do so again at the moment
+    /// they are called. Submit work that uses the client's slices through it: an
+    /// exported slice stays reserved until such a submission (see [`resource`](Self::resource)).
+    /// A failed submit is kept as the outputs' claims (see [`flush`](Self::flush)).
+    pub fn queue(&self) -> ClientQueue<'_> {
         let _ = self.flush();
-        &self.shared.queue
+        ClientQueue { client: self }
     }
 
     /// A handle of `data.len()` bytes holding `data`.
@@ -266,6 +292,9 @@ impl Client {
         self.before_upload();
         let mut main_failed = false;
         let created = (|| {
+            // The submit turn first (see `submit_batch`): no batch fails unrecorded
+            // while this write is recorded.
+            let _turn = self.turn();
             let mut server = self.shared.server.lock();
             let reserved = server.empty(size);
             let handle = self
@@ -336,6 +365,7 @@ impl Client {
     ) -> Result<(), ClientError> {
         self.before_upload();
         let due = {
+            let _turn = self.turn();
             let mut server = self.shared.server.lock();
             server.write_with(handle, offset, size, fill).map(|()| {
                 self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
@@ -399,41 +429,6 @@ impl Client {
         }
     }
 
-    /// Submits the work recorded so far (launches, copies, uploads) now, without waiting
-    /// for it. Work is also submitted when a read needs it, on [`sync`](Self::sync), and
-    /// when the [`SubmitPolicy`] says so.
-    ///
-    /// # Errors
-    /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Wgpu`] when
-    /// wgpu refuses the batch (its outputs then carry that error, see the crate docs).
-    pub fn flush(&self) -> Result<(), ClientError> {
-        self.submit().map(|_| ())
-    }
-
-    /// Takes the recorded batch and submits it in the submit turn, without the mutex.
-    fn submit(&self) -> Result<Option<wgpu::SubmissionIndex>, ClientError> {
-        let _turn = self.shared.turn.lock();
-        let batch = {
-            let mut server = self.shared.server.lock();
-            server.check_lost("submit")?;
-            server.take_batch()
-        };
-        self.submit_batch(batch)
-    }
-
-    fn submit_batch(
-        &self,
-        batch: Option<crate::server::Batch>,
-    ) -> Result<Option<wgpu::SubmissionIndex>, ClientError> {
-        let Some(batch) = batch else {
-            return Ok(None);
-        };
-        match batch.submit(&self.shared.device, &self.shared.queue) {
-            Ok(submission) => Ok(Some(submission)),
-            Err(failure) => Err(self.shared.server.lock().batch_failed(failure)),
-        }
-    }
-
     /// Failures the device still holds: allocations carry bytes a failed operation left
     /// unwritten. Dropped handles count until the next reservation or cleanup.
     pub fn failures_held(&self) -> usize {
@@ -467,6 +462,9 @@ impl Client {
         handles: &[&Handle],
     ) -> Result<(), ClientError> {
         let launched = {
+            // The submit turn first (see `submit_batch`): the claims this launch looks at
+            // include every failure of a batch already submitted.
+            let _turn = self.turn();
             let mut server = self.shared.server.lock();
             server.tick();
             let launched = server
@@ -490,13 +488,20 @@ impl Client {
     /// Submits the client's recorded work first, so that the application's own
     /// submissions made after this call see every earlier write and launch.
     ///
+    /// The slice stays reserved while the resource or a handle lives, and after both are
+    /// dropped until this thread's next submission through
+    /// [`queue`](Self::queue)`().submit(..)`: work the application recorded on it and
+    /// submits there runs before any new allocation can take the slice (at most
+    /// [`MAX_HELD_EXPORTS`] slices are held so; see the README, "What the client asks of
+    /// the application").
+    ///
     /// # Errors
     /// [`ClientError::Memory`] for a stale handle; [`ClientError::ForeignHandle`] for a
     /// handle of another client; [`ClientError::DeviceLost`] or [`ClientError::Wgpu`] when
     /// the recorded work cannot be submitted.
     pub fn resource(&self, handle: &Handle) -> Result<HandleResource, ClientError> {
         self.flush()?;
-        self.shared.server.lock().export(handle)
+        self.shared.server.lock().export_resource(handle)
     }
 
     /// The memory report: the main pools, and the staging memory as the auxiliary memory
@@ -555,17 +560,6 @@ impl Client {
         }
     }
 
-    /// Adds an application callback for the loss of the device, called after the client
-    /// recorded the loss (so every later operation already fails with
-    /// [`ClientError::DeviceLost`]). wgpu keeps one device-lost callback per device and the
-    /// client holds it; callbacks registered here are chained behind it, in order.
-    pub fn on_device_lost(
-        &self,
-        callback: impl Fn(wgpu::DeviceLostReason, &str) + Send + Sync + 'static,
-    ) {
-        self.shared.lost.listen(Box::new(callback));
-    }
-
     /// The policy that submits recorded work without a read, flush or sync asking.
     pub fn submit_policy(&self) -> SubmitPolicy {
         self.shared.server.lock().policy
@@ -580,14 +574,6 @@ impl Client {
     /// at most [`MAX_PIPELINES`].
     pub fn cached_pipelines(&self) -> usize {
         self.shared.server.lock().cached_pipelines()
-    }
-
-    /// The wgpu errors that reached the device's uncaptured-error handler since the client
-    /// was made (none should: each operation catches its own).
-    ///
-    /// At most the newest [`MAX_UNCAPTURED_ERRORS`] (256) are kept.
-    pub fn uncaptured_errors(&self) -> Vec<String> {
-        self.shared.uncaptured.lock().to_vec()
     }
 }
 

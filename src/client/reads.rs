@@ -65,7 +65,7 @@ impl Client {
         &self,
         parts: &[(&Handle, u64, u64)],
     ) -> Result<Option<PendingMap>, ClientError> {
-        let _turn = self.shared.turn.lock();
+        let _turn = self.turn();
         let (plan, batch) = {
             let mut server = self.shared.server.lock();
             let plan = server

@@ -123,7 +123,7 @@ impl Default for CompactNow {
 
 impl<S: CopyStorage> MakeRoom<S> for CompactNow {
     fn make_room(&mut self, memory: &mut MemoryManagement<S>, size: u64, why: RoomFor) -> bool {
-        let pinned = |_: ManagedMemoryId| false;
+        let pinned = |_: ManagedMemoryId, _: u64| false;
         let done = match why {
             RoomFor::Gather => memory.compact_for(size, self.max_bytes, &pinned),
             RoomFor::OutOfRoom => memory.compact(self.max_bytes, &pinned),

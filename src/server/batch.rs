@@ -9,9 +9,8 @@
 //! of them is known to have run. The batch keeps only weak references to those outputs,
 //! so a handle dropped before the submit is freed as usual.
 
-use super::lost::says_lost;
 use super::upload_page::UploadPage;
-use crate::storage::wgpu_storage::error::capture;
+use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
 use cubecl_runtime::memory_management::{ManagedMemoryBinding, WeakMemoryBinding};
 use std::ops::Range;
 
@@ -47,6 +46,12 @@ impl Default for SubmitPolicy {
     }
 }
 
+/// Commands (copies and dispatches, the client's own edge merges included) an open
+/// batch holds at most: the next operation after that many submits it, whatever the
+/// [`SubmitPolicy`] says. Bounds the batch's encoder, its output list and the bind
+/// groups it keeps alive, for streams of tiny or unaligned writes that count few bytes.
+pub const MAX_BATCH_COMMANDS: u32 = 4096;
+
 /// The work recorded since the last submit.
 #[derive(Default)]
 pub(crate) struct PendingWork {
@@ -60,6 +65,8 @@ pub(crate) struct PendingWork {
     uploads: Vec<UploadPage>,
     dispatches: u32,
     bytes: u64,
+    /// Copies and dispatches recorded, at most [`MAX_BATCH_COMMANDS`] before a submit.
+    commands: u32,
 }
 
 /// A batch taken out of the pending work, ready to submit (without the client's lock).
@@ -72,7 +79,8 @@ pub(crate) struct Batch {
 /// A batch wgpu refused: its message, and the outputs to claim.
 pub(crate) struct BatchFailure {
     pub(crate) message: String,
-    pub(crate) lost: bool,
+    /// wgpu's typed error says a resource the batch used was destroyed.
+    pub(crate) destroyed: bool,
     pub(crate) outputs: Vec<(ManagedMemoryBinding, Range<u64>)>,
 }
 
@@ -80,6 +88,7 @@ impl PendingWork {
     /// The open encoder, with no compute pass open on it (copies go here).
     pub(crate) fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
         self.pass = None;
+        self.commands += 1;
         self.encoder.get_or_insert_with(|| {
             device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("wgpu-memory batch"),
@@ -89,6 +98,7 @@ impl PendingWork {
 
     /// The open compute pass (launches go here), opened on the encoder when needed.
     pub(crate) fn pass(&mut self, device: &wgpu::Device) -> &mut wgpu::ComputePass<'static> {
+        self.commands += 1;
         if self.pass.is_none() {
             let pass = self
                 .encoder(device)
@@ -122,7 +132,15 @@ impl PendingWork {
 
     /// Whether the policy makes a submit due.
     pub(crate) fn due(&self, policy: &SubmitPolicy) -> bool {
-        self.dispatches > policy.max_dispatches || self.bytes >= policy.max_bytes
+        self.dispatches > policy.max_dispatches
+            || self.bytes >= policy.max_bytes
+            || self.commands >= MAX_BATCH_COMMANDS
+    }
+
+    /// Commands recorded since the last submit (tests check the bound).
+    #[cfg(test)]
+    pub(crate) fn commands(&self) -> u32 {
+        self.commands
     }
 
     /// Whether anything is recorded.
@@ -140,6 +158,7 @@ impl PendingWork {
         };
         self.dispatches = 0;
         self.bytes = 0;
+        self.commands = 0;
         batch
     }
 }
@@ -182,17 +201,14 @@ impl Batch {
         }
         match error {
             None => Ok(submission),
-            Some(error) => {
-                let message = error.to_string();
-                Err(BatchFailure {
-                    lost: says_lost(&message),
-                    message,
-                    outputs: outputs
-                        .into_iter()
-                        .filter_map(|(weak, range)| Some((weak.upgrade()?, range)))
-                        .collect(),
-                })
-            }
+            Some(error) => Err(BatchFailure {
+                destroyed: destroyed_resource(&error),
+                message: error.to_string(),
+                outputs: outputs
+                    .into_iter()
+                    .filter_map(|(weak, range)| Some((weak.upgrade()?, range)))
+                    .collect(),
+            }),
         }
     }
 }

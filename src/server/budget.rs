@@ -51,6 +51,7 @@ impl Server {
                 pending: &mut server.pending,
                 device: &server.device,
                 pins: &server.pins,
+                destroyed: server.destroyed.page_ids(),
                 max_bytes: server.max_move_bytes,
             };
             let memory = server.main.reserve_making_room(size, &mut idle, &mut room);

@@ -5,8 +5,10 @@
 //!
 //! 1. A slice whose address left the client is **pinned**: a [`HandleResource`] the
 //!    application holds (its buffer and offset may sit in the application's own bind
-//!    groups and encoders), or a read in flight. Every slice of a page holding a pinned
-//!    slice stays.
+//!    groups and encoders), an export still held until the application's next
+//!    submission through `Client::queue()`, or a read in flight; so is every slice of a
+//!    page the application destroyed. A page holding a pinned slice neither gives nor
+//!    takes moved slices.
 //! 2. The memory moves the rest and queues one copy per moved slice in the storage; the
 //!    server records them into the pending encoder at once, before anything else, and
 //!    notes each destination as an output of the batch (should wgpu refuse the batch,
@@ -102,7 +104,9 @@ impl Server {
     /// it empties are given back by the cleanup that follows the batch's take.
     pub(crate) fn compact(&mut self, max_bytes: u64) -> DeviceCompaction {
         let pins = self.pins.pinned();
-        let pinned = |id: ManagedMemoryId| pins.contains_key(&id);
+        let destroyed = self.destroyed.page_ids();
+        let pinned =
+            |id: ManagedMemoryId, page: u64| pins.contains_key(&id) || destroyed.contains(&page);
         let done = self.main.compact(max_bytes, &pinned);
         record_moves(&mut self.pending, &self.device, &mut self.main, &done);
         DeviceCompaction {
@@ -158,6 +162,8 @@ pub(crate) struct RoomInBatch<'a> {
     pub(crate) pending: &'a mut PendingWork,
     pub(crate) device: &'a wgpu::Device,
     pub(crate) pins: &'a PinTable,
+    /// Pages the application destroyed: they neither give nor take moved slices.
+    pub(crate) destroyed: Vec<u64>,
     pub(crate) max_bytes: u64,
 }
 
@@ -172,7 +178,9 @@ impl MakeRoom<WgpuStorage> for RoomInBatch<'_> {
             return false;
         }
         let pins = self.pins.pinned();
-        let pinned = |id: ManagedMemoryId| pins.contains_key(&id);
+        let destroyed = &self.destroyed;
+        let pinned =
+            |id: ManagedMemoryId, page: u64| pins.contains_key(&id) || destroyed.contains(&page);
         let done = match why {
             RoomFor::Gather => memory.compact_for(size, self.max_bytes, &pinned),
             RoomFor::OutOfRoom => memory.compact(self.max_bytes, &pinned),

@@ -4,6 +4,7 @@ use crate::memory_management::{
     FailureReport, InstallMemoryPoolsError, PoolConfigError, ReserveError,
 };
 use crate::report::OutOfMemoryDetail;
+use cubecl_runtime::memory_management::ManagedMemoryId;
 use cubecl_runtime::server::IoError;
 
 /// The line naming the out-of-memory snapshot file, if one was written.
@@ -188,6 +189,30 @@ pub enum ClientError {
     /// The read's handle has no slice (its reservation failed).
     #[error("the read's handle was never allocated: memory #{0}")]
     Unallocated(usize),
+    /// The application destroyed a page of the main memory (`destroy()` on a
+    /// [`HandleResource`](crate::HandleResource)'s buffer). The device is healthy; the
+    /// bytes of every handle in that page are gone. `handles` lists the allocations the
+    /// page held (every live slice in it, not only the exported one). Operations on
+    /// them fail with this error; the batch that found it claims its outputs; new
+    /// allocations never land in that page, which goes back to wgpu once its handles are
+    /// dropped. Retrying cannot help; drop those handles and make new ones.
+    #[error(
+        "{operation} failed: a page of the main memory was destroyed (the application called destroy() on its buffer); it held the allocations {handles:?}"
+    )]
+    PageDestroyed {
+        /// What was attempted (`submit`, `read`, `launch of matmul`, `write`).
+        operation: String,
+        /// The allocations whose slices lie in the destroyed page, by id.
+        handles: Vec<ManagedMemoryId>,
+    },
+    /// The client already holds the most callbacks of this kind it keeps.
+    #[error("the client already holds {limit} {kind} callbacks, the most it keeps")]
+    TooManyCallbacks {
+        /// `device-lost` or `uncaptured-error`.
+        kind: &'static str,
+        /// [`MAX_CALLBACKS`](crate::client::MAX_CALLBACKS).
+        limit: usize,
+    },
     /// A staging buffer could not be mapped for a read.
     #[error("mapping the staging buffer of a {size}-byte read failed: {message}")]
     Map {

@@ -7,17 +7,22 @@ use super::kernel::Kernel;
 use super::reflection::{aliased_read_only, read_only_bindings};
 use super::{Server, wgpu_error};
 use crate::memory_management::{Claim, FailureId, ManagedMemoryId, Skipped};
-use crate::storage::wgpu_storage::error::capture;
+use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
 
 impl Server {
     /// Records a dispatch of `kernel` over `workgroups` in the pending batch, binding the
     /// i-th handle as the storage buffer `@group(0) @binding(i)` at its offset.
     ///
     /// Failure tracking: a launch whose inputs carry a claim is not dispatched; its
-    /// outputs take the same failure and a [`Skipped`] record is added. An error wgpu
-    /// reports while the launch is encoded (the pipeline, the bind group) claims the
-    /// outputs with that error. Otherwise the outputs count as written; should the batch
-    /// fail as a whole, its failure claims them (see `batch`).
+    /// outputs take the same failure and a [`Skipped`] record is added. A launch the
+    /// client refuses itself before handing it to wgpu (a limit, a foreign handle, a
+    /// read-only binding aliasing a writable one, a destroyed page) claims nothing: it
+    /// never ran and every byte is intact. An error wgpu reports while the launch is
+    /// encoded (the pipeline, the bind group) claims the outputs with that error.
+    /// Otherwise the outputs count as written; should the batch fail as a whole, its
+    /// failure claims them (see `batch`). Outputs are the bindings [`Kernel::writes`]
+    /// names, less those the source declares `var<storage, read>`: no failure claims a
+    /// binding the kernel cannot write.
     pub(crate) fn launch(
         &mut self,
         kernel: &Kernel,
@@ -29,27 +34,30 @@ impl Server {
         for handle in handles {
             self.check_owner(handle, &format!("launch of {}", kernel.label))?;
         }
-        let outputs: Vec<&Handle> = (0..handles.len())
-            .filter(|&i| kernel.writes_binding(i))
-            .map(|i| handles[i])
-            .collect();
         let inputs: Vec<&Handle> = (0..handles.len())
             .filter(|&i| kernel.reads_binding(i))
             .map(|i| handles[i])
             .collect();
         if let Some((failure, needed)) = self.claimed_input(&inputs) {
+            let read_only = read_only_bindings(&kernel.source);
+            let outputs = written_by(kernel, handles, &read_only);
             self.skip(kernel, failure, needed, &outputs);
             return Ok(());
         }
-        if let Err(error) = self.encode_dispatch(kernel, workgroups, handles) {
-            let failure = self.main.error_graph_mut().insert(error.to_string());
-            for output in &outputs {
-                self.main.taint(&output.binding(), 0..output.size, failure);
+        let read_only = match self.encode_dispatch(kernel, workgroups, handles) {
+            Ok(read_only) => read_only,
+            Err(error @ ClientError::Wgpu { .. }) => {
+                let read_only = read_only_bindings(&kernel.source);
+                let failure = self.main.error_graph_mut().insert(error.to_string());
+                for output in written_by(kernel, handles, &read_only) {
+                    self.main.taint(&output.binding(), 0..output.size, failure);
+                }
+                self.main.error_graph_mut().prune(failure);
+                return Err(error);
             }
-            self.main.error_graph_mut().prune(failure);
-            return Err(error);
-        }
-        for output in &outputs {
+            Err(refused) => return Err(refused),
+        };
+        for output in written_by(kernel, handles, &read_only) {
             let binding = output.binding();
             self.main.written(&binding, 0..output.size);
             self.pending.output(&binding, 0..output.size);
@@ -93,13 +101,14 @@ impl Server {
     }
 
     /// Encodes the dispatch into the batch's open compute pass, with the cached pipeline
-    /// and bind group (made inside error scopes on a miss).
+    /// and bind group (made inside error scopes on a miss). Returns the bindings the
+    /// source declares read-only.
     pub(crate) fn encode_dispatch(
         &mut self,
         kernel: &Kernel,
         workgroups: [u32; 3],
         handles: &[&Handle],
-    ) -> Result<(), ClientError> {
+    ) -> Result<std::sync::Arc<[u32]>, ClientError> {
         let pipeline = self.pipeline(kernel)?;
         let mut bindings = Vec::with_capacity(handles.len());
         for handle in handles {
@@ -124,7 +133,7 @@ impl Server {
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
-        Ok(())
+        Ok(pipeline.read_only)
     }
 
     /// The bind group for `key`, from the cache or made now.
@@ -160,7 +169,19 @@ impl Server {
             })
         });
         if let Some(error) = error {
-            return Err(wgpu_error(format!("launch of {}", kernel.label), error));
+            let operation = format!("launch of {}", kernel.label);
+            if destroyed_resource(&error) {
+                let pages: Vec<wgpu::Buffer> = key
+                    .bindings
+                    .iter()
+                    .map(|(buffer, _, _)| buffer.clone())
+                    .collect();
+                let handles = self.find_destroyed(Some(&pages));
+                if !handles.is_empty() {
+                    return Err(super::destroyed::page_destroyed(&operation, handles));
+                }
+            }
+            return Err(wgpu_error(operation, error));
         }
         self.bind_groups.insert(key, bind_group.clone());
         Ok(bind_group)
@@ -237,4 +258,13 @@ impl Server {
     pub(crate) fn cached_pipelines(&self) -> usize {
         self.pipelines.len()
     }
+}
+
+/// The handles `kernel` writes: those [`Kernel::writes`] names, less the bindings its
+/// source declares read-only (`read_only`, ascending).
+fn written_by<'a>(kernel: &Kernel, handles: &[&'a Handle], read_only: &[u32]) -> Vec<&'a Handle> {
+    (0..handles.len())
+        .filter(|&i| kernel.writes_binding(i) && read_only.binary_search(&(i as u32)).is_err())
+        .map(|i| handles[i])
+        .collect()
 }

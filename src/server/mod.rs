@@ -15,7 +15,9 @@ mod batch;
 mod budget;
 mod caches;
 mod compaction;
+mod destroyed;
 mod error;
+mod exports;
 mod handle;
 mod history;
 mod kernel;
@@ -33,13 +35,13 @@ mod transfer;
 mod upload;
 mod upload_page;
 
-pub use batch::SubmitPolicy;
+pub use batch::{MAX_BATCH_COMMANDS, SubmitPolicy};
 pub use budget::BUDGET_FIELD;
 pub use caches::{MAX_BIND_GROUPS, MAX_PIPELINES};
 pub use error::ClientError;
+pub use exports::MAX_HELD_EXPORTS;
 pub use handle::{Handle, HandleResource, MAX_QUEUED_RELEASES};
 pub use kernel::Kernel;
-pub use lost::DeviceLostCallback;
 pub use pending::STAGING_IDLE_OPERATIONS;
 pub use read_bytes::ReadBytes;
 pub use upload::{MAX_IN_FLIGHT, SMALLEST_UPLOAD_PAGE, STAGING_IDLE_RESERVATIONS};
@@ -48,7 +50,9 @@ pub(crate) use batch::{Batch, BatchFailure};
 use handle::DropNotice;
 pub(crate) use history::{FreeRecord, History};
 pub(crate) use lost::DeviceLoss;
-pub(crate) use poller::Poller;
+#[cfg(test)]
+pub(crate) use poller::poller_thread_name;
+pub(crate) use poller::{Poller, TurnHeld};
 pub(crate) use readback::{PendingMap, ReadFuture};
 pub(crate) use upload::copy_bytes;
 
@@ -105,6 +109,10 @@ pub(crate) struct Server {
     idle: pending::IdleClock,
     /// The budget's refusal of the last failed reservation, if it met one.
     refused: Option<budget::BudgetRefusal>,
+    /// Main pages the application destroyed, and the slices that keep allocations out.
+    destroyed: destroyed::DestroyedPages,
+    /// Exported slices held until the application's next submission (see `exports`).
+    exports: exports::Exports,
 }
 
 impl Server {
@@ -147,6 +155,8 @@ impl Server {
             spare_released: Vec::new(),
             pins: std::sync::Arc::default(),
             max_move_bytes: compaction::default_max_move_bytes(),
+            destroyed: Default::default(),
+            exports: Default::default(),
             id: {
                 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
                 NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -158,7 +168,13 @@ impl Server {
     pub(crate) fn empty(&mut self, size: u64) -> Result<Handle, ClientError> {
         self.check_lost("create")?;
         self.release_dropped();
-        let memory = self.reserve_main(size)?;
+        let mut memory = self.reserve_main(size)?;
+        for _ in 0..destroyed::MAX_QUARANTINE_TRIES {
+            if !self.quarantined(&memory) {
+                break;
+            }
+            memory = self.main.reserve(size)?;
+        }
         Ok(Handle {
             last_drop: DropNotice::new(&self.released, &memory),
             memory,
@@ -168,9 +184,11 @@ impl Server {
     }
 
     /// Releases, O(1) each, the allocations whose handles were all dropped since the last
-    /// call. One still bound by work in flight (or a `HandleResource`) stays; the memory's
-    /// sweeps free it once that binding is gone.
+    /// call, and the exported slices whose hold ended (see `exports`). One still held by a
+    /// `HandleResource` or an export stays; the memory's sweeps free it once that
+    /// binding is gone.
     fn release_dropped(&mut self) {
+        self.release_exports();
         let mut dropped = std::mem::take(&mut self.spare_released);
         std::mem::swap(&mut *self.released.lock(), &mut dropped);
         for (id, location) in dropped.drain(..) {
@@ -185,6 +203,7 @@ impl Server {
         self.check_owner(handle, "using a handle")?;
         let binding = handle.binding();
         let resource = self.main.get_resource(&binding, None, None)?;
+        self.check_destroyed(&resource.buffer, "using a handle")?;
         Ok(HandleResource {
             buffer: resource.buffer,
             offset: resource.offset,
@@ -195,10 +214,16 @@ impl Server {
     }
 
     /// Where a handle's bytes are, for the application: the slice is pinned (never moved
-    /// by a compaction) while the resource or a clone of it lives.
-    pub(crate) fn export(&mut self, handle: &Handle) -> Result<HandleResource, ClientError> {
+    /// by a compaction) while the resource or a clone of it lives, and held, still
+    /// pinned, until the exporting thread's next submission through `Client::queue()`
+    /// (see `exports`).
+    pub(crate) fn export_resource(
+        &mut self,
+        handle: &Handle,
+    ) -> Result<HandleResource, ClientError> {
         let mut resource = self.resource(handle)?;
         resource._pin = Some(self.pin(handle));
+        self.export(handle);
         Ok(resource)
     }
 
@@ -257,6 +282,7 @@ impl Server {
     /// by submitted work; wgpu keeps a dropped buffer alive until that work is done.
     pub(crate) fn cleanup(&mut self) {
         let before = self.reserved_bytes();
+        self.settle_destroyed();
         self.main.cleanup(Cleanup::Explicit);
         self.staging.cleanup(Cleanup::Explicit);
         self.uploads.memory.cleanup(Cleanup::Explicit);
@@ -312,23 +338,35 @@ impl Server {
         (!self.pending.is_empty()).then(|| self.pending.take())
     }
 
-    /// Whether the submit policy makes a submit due.
+    /// Whether the submit policy (or [`MAX_BATCH_COMMANDS`]) makes a submit due.
     pub(crate) fn submit_due(&self) -> bool {
         self.pending.due(&self.policy)
     }
 
-    /// Records a batch wgpu refused: its outputs carry the failure, and a lost device is
-    /// remembered. Returns the error for the operation that submitted it.
+    /// Commands in the open batch.
+    #[cfg(test)]
+    pub(crate) fn pending_commands(&self) -> u32 {
+        self.pending.commands()
+    }
+
+    /// Records a batch wgpu refused: its outputs carry the failure. Returns the error for
+    /// the operation that submitted it: [`ClientError::PageDestroyed`] when wgpu named a
+    /// destroyed resource and a page of ours is (the application destroyed it),
+    /// [`ClientError::DeviceLost`] once the device-lost callback has run, else
+    /// [`ClientError::Wgpu`].
     pub(crate) fn batch_failed(&mut self, failure: BatchFailure) -> ClientError {
-        if failure.lost {
-            self.lost.record(failure.message.clone());
-        }
         let message = format!("a batch of recorded work failed: {}", failure.message);
         let id = self.main.error_graph_mut().insert(message.clone());
         for (binding, range) in &failure.outputs {
             self.main.taint(binding, range.clone(), id);
         }
         self.main.error_graph_mut().prune(id);
+        if failure.destroyed {
+            let handles = self.find_destroyed(None);
+            if !handles.is_empty() {
+                return destroyed::page_destroyed("submit", handles);
+            }
+        }
         match self.lost.message() {
             Some(lost) => lost_error("submit", lost),
             None => wgpu_error("submit", message),

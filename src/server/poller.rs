@@ -3,7 +3,8 @@
 //! 1. Whoever requests a map after a submission registers it with [`Poller::expect`],
 //!    naming the submission. The returned [`Expectation`] travels into the map callback
 //!    and is dropped when the callback runs, so the poller counts exactly the maps whose
-//!    callback has not run yet.
+//!    callback has not run yet. A reader that waits registers its waker beside it
+//!    ([`Poller::park`]).
 //! 2. While any map is expected the thread waits for the oldest one's submission with an
 //!    untimed `device.poll(Wait)`: it sleeps in the driver until the
 //!    device answers, then wgpu runs the callbacks. No timed waits: a timed wait raced
@@ -12,12 +13,27 @@
 //! 3. With nothing expected the thread sleeps on a condition variable: an idle client, or
 //!    a read nobody awaits once its map completed, costs no CPU.
 //! 4. Work that must not run inside a wgpu callback (unmapping a read nobody awaits any
-//!    more) is handed over with [`Poller::defer`] and runs on the thread after its poll.
-//! 5. A panic inside wgpu is caught and logged; the thread goes on after a short pause. If
-//!    the thread ever ends, [`Poller::alive`] turns false and readers poll for themselves.
+//!    more) is handed over with [`Deferrer::defer`] and runs on the thread after its
+//!    poll.
+//! 5. A panic inside wgpu, a deferred job or a waker is caught and logged; the thread
+//!    goes on after a short pause. If the thread ever ends, [`Poller::alive`] turns
+//!    false, every parked reader is woken, and readers poll for themselves.
+//! 6. A change (a new map expected, a job, a stop) made while the thread polls is seen
+//!    when the poll returns: the thread then goes round again without pausing.
 //!
 //! The thread takes none of the client's locks, so polling never blocks threads that
-//! submit, and a callback that calls the client does not deadlock.
+//! submit. wgpu runs application callbacks on this thread too (inside its poll); one that
+//! calls the client does not deadlock: a read awaited there polls the device itself
+//! instead of waiting for this thread ([`reads_poll_inline`]), as does a read awaited by
+//! a thread holding the client's submit turn (inside the client's own `queue.submit`,
+//! where this thread may be waiting for that turn), and a client dropped there stops
+//! the thread without joining it.
+//!
+//! While the thread waits, wgpu-core 30 holds the device's snatch lock for reading, so
+//! `Buffer::destroy`, `Texture::destroy`, `Device::destroy` and surface `present()` on
+//! any thread wait until the oldest pending read's submission is done. That wait is
+//! bounded by the GPU work queued before that read, and the thread only waits while a
+//! read is pending (the wait cannot be interrupted without a timed poll, see step 2).
 
 use parking_lot::{Condvar, Mutex};
 use std::cell::RefCell;
@@ -32,6 +48,45 @@ use std::time::Duration;
 thread_local! {
     /// On the poller thread while it polls: the readers to wake once the poll returned.
     static WAKE_AFTER_POLL: RefCell<Option<Vec<Waker>>> = const { RefCell::new(None) };
+    /// Set on a poller thread for its whole life.
+    static ON_POLLER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is a client's poller thread, where wgpu runs callbacks
+/// (the application's included) inside the poller's poll: a read awaited there must
+/// poll the device itself, since the only thread that would is the one waiting.
+pub(crate) fn on_poller_thread() -> bool {
+    ON_POLLER.with(std::cell::Cell::get)
+}
+
+thread_local! {
+    /// How many client submit turns the calling thread holds.
+    static TURNS_HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether a read awaited on the calling thread must poll the device itself rather than
+/// wait for the poller thread: on the poller thread, and on a thread that holds a
+/// client's submit turn (wgpu runs callbacks inside `queue.submit`; the poller thread may
+/// be running another callback that waits for that turn).
+pub(crate) fn reads_poll_inline() -> bool {
+    on_poller_thread() || TURNS_HELD.with(|held| held.get() > 0)
+}
+
+/// Marks the calling thread as holding a submit turn while alive (see
+/// [`reads_poll_inline`]).
+pub(crate) struct TurnHeld(());
+
+impl TurnHeld {
+    pub(crate) fn enter() -> Self {
+        TURNS_HELD.with(|held| held.set(held.get() + 1));
+        Self(())
+    }
+}
+
+impl Drop for TurnHeld {
+    fn drop(&mut self) {
+        TURNS_HELD.with(|held| held.set(held.get().saturating_sub(1)));
+    }
 }
 
 /// Wakes a reader whose map completed. On the poller thread the wake waits until the
@@ -53,6 +108,15 @@ pub(crate) fn wake(waker: Waker) {
 /// A job run on the poller thread (outside every wgpu callback and every lock of ours).
 pub(crate) type Deferred = Box<dyn FnOnce() + Send>;
 
+/// The poller thread's name.
+pub(crate) const THREAD_NAME: &str = "wgpu-memory poller";
+
+/// The poller thread's name (tests tell it from other threads by it).
+#[cfg(test)]
+pub(crate) fn poller_thread_name() -> &'static str {
+    THREAD_NAME
+}
+
 /// Bound on the pause after a poll that made no progress or failed: long enough not to
 /// spin, short enough that a late callback is seen quickly.
 const MAX_BACKOFF: Duration = Duration::from_millis(50);
@@ -60,12 +124,16 @@ const MAX_BACKOFF: Duration = Duration::from_millis(50);
 #[derive(Default)]
 struct State {
     /// Maps requested whose callback has not run, by ticket (oldest first), with the
-    /// submission each waits behind. One entry per read in flight.
-    expected: BTreeMap<u64, wgpu::SubmissionIndex>,
+    /// submission each waits behind and the waker of a reader waiting on it. One entry
+    /// per read in flight.
+    expected: BTreeMap<u64, (wgpu::SubmissionIndex, Option<Waker>)>,
     next_ticket: u64,
     /// Jobs for the thread; at most one per abandoned read in flight.
     deferred: Vec<Deferred>,
     stop: bool,
+    /// Bumped by every change the thread must see (expectation, job, stop); compared
+    /// across a poll, so a notify sent while the thread polled is not lost.
+    changes: u64,
 }
 
 struct Shared {
@@ -98,8 +166,9 @@ impl Poller {
         });
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
-            .name("wgpu-memory poller".to_string())
+            .name(THREAD_NAME.to_string())
             .spawn(move || {
+                ON_POLLER.with(|on| on.set(true));
                 let _alive = AliveFlag(&thread_shared);
                 run(&thread_shared)
             })
@@ -114,7 +183,7 @@ impl Poller {
     /// Whether the thread runs; when it does not, awaited reads poll the device
     /// themselves.
     pub(crate) fn alive(&self) -> bool {
-        self.shared.alive.load(Ordering::Acquire)
+        self.shared.alive.load(Ordering::SeqCst)
     }
 
     /// Registers a map requested after `submission`: the thread polls until the returned
@@ -123,13 +192,45 @@ impl Poller {
         let mut state = self.shared.state.lock();
         let ticket = state.next_ticket;
         state.next_ticket += 1;
-        state.expected.insert(ticket, submission);
+        state.expected.insert(ticket, (submission, None));
+        state.changes += 1;
         drop(state);
         self.shared.wake.notify_one();
         Expectation {
             shared: self.shared.clone(),
             ticket,
         }
+    }
+
+    /// Parks `waker` beside the expected map `ticket`: it is woken if the thread ends or
+    /// [`wake_all`](Self::wake_all) is called before the map completes. Returns false
+    /// when the map already completed (nothing is parked). The latest waker replaces an
+    /// earlier one, so at most one is held per read in flight.
+    pub(crate) fn park(&self, ticket: u64, waker: &Waker) -> bool {
+        let mut state = self.shared.state.lock();
+        match state.expected.get_mut(&ticket) {
+            Some((_, parked)) => {
+                *parked = Some(waker.clone());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Readers parked now (tests wait for a reader to park).
+    #[cfg(test)]
+    pub(crate) fn parked(&self) -> usize {
+        let state = self.shared.state.lock();
+        state
+            .expected
+            .values()
+            .filter(|(_, waker)| waker.is_some())
+            .count()
+    }
+
+    /// Wakes every parked reader (the device was lost: they look at the loss).
+    pub(crate) fn wake_all(&self) {
+        wake_parked(&self.shared);
     }
 
     /// A handle that can defer jobs from inside a callback without keeping the poller
@@ -141,7 +242,7 @@ impl Poller {
     }
 }
 
-/// Defers jobs to a poller from a map callback (see [`Poller::defer`]).
+/// Defers jobs to a poller from a map callback (see [`Deferrer::defer`]).
 #[derive(Clone)]
 pub(crate) struct Deferrer {
     shared: std::sync::Weak<Shared>,
@@ -162,8 +263,48 @@ fn defer_on(shared: &Shared, job: Deferred) {
         job();
         return;
     }
-    shared.state.lock().deferred.push(job);
+    let mut state = shared.state.lock();
+    state.deferred.push(job);
+    state.changes += 1;
+    drop(state);
     shared.wake.notify_one();
+}
+
+/// Wakes every parked reader, outside the state's lock and any panic of theirs caught.
+fn wake_parked(shared: &Shared) {
+    let wakers: Vec<Waker> = shared
+        .state
+        .lock()
+        .expected
+        .values_mut()
+        .filter_map(|(_, waker)| waker.take())
+        .collect();
+    wake_caught(wakers);
+}
+
+/// Wakes `wakers`, each panic caught and logged (a waker is the application's code).
+fn wake_caught(wakers: impl IntoIterator<Item = Waker>) {
+    for waker in wakers {
+        if std::panic::catch_unwind(AssertUnwindSafe(|| waker.wake())).is_err() {
+            tracing::error!("a reader's waker panicked on the poller thread");
+        }
+    }
+}
+
+/// Runs `jobs`, each panic caught and logged.
+fn run_caught(jobs: Vec<Deferred>) {
+    for job in jobs {
+        if std::panic::catch_unwind(AssertUnwindSafe(job)).is_err() {
+            tracing::error!("a deferred job panicked on the poller thread");
+        }
+    }
+}
+
+impl Expectation {
+    /// The ticket that names this map to [`Poller::park`].
+    pub(crate) fn ticket(&self) -> u64 {
+        self.ticket
+    }
 }
 
 impl Drop for Expectation {
@@ -174,14 +315,22 @@ impl Drop for Expectation {
 
 impl Drop for Poller {
     fn drop(&mut self) {
-        self.shared.state.lock().stop = true;
+        let mut state = self.shared.state.lock();
+        state.stop = true;
+        state.changes += 1;
+        drop(state);
         self.shared.wake.notify_one();
-        if let Some(thread) = self.thread.take() {
+        // Dropped on the poller thread itself (the last clone let go inside a callback
+        // its poll ran): the thread ends when that poll returns; joining would wait for
+        // itself.
+        if let Some(thread) = self.thread.take()
+            && !on_poller_thread()
+        {
             let _ = thread.join();
         }
         // Jobs left behind (the thread stopped first) still run.
         let jobs = std::mem::take(&mut self.shared.state.lock().deferred);
-        jobs.into_iter().for_each(|job| job());
+        run_caught(jobs);
     }
 }
 
@@ -190,15 +339,18 @@ struct AliveFlag<'a>(&'a Shared);
 
 impl Drop for AliveFlag<'_> {
     fn drop(&mut self) {
-        self.0.alive.store(false, Ordering::Release);
+        self.0.alive.store(false, Ordering::SeqCst);
         if std::thread::panicking() {
             tracing::error!("the poller thread panicked: reads now poll for themselves");
         }
+        // Readers parked on this thread poll for themselves from now on.
+        wake_parked(self.0);
     }
 }
 
 fn run(shared: &Shared) {
     let mut backoff = Duration::ZERO;
+    let mut seen = 0;
     loop {
         let (jobs, oldest) = {
             let mut state = shared.state.lock();
@@ -208,17 +360,22 @@ fn run(shared: &Shared) {
             if state.stop {
                 return;
             }
-            if !backoff.is_zero() {
-                // No progress last time: pause without spinning; a new expectation or
-                // job ends the pause early.
+            if pause_before_poll(backoff, seen, state.changes) {
+                // No progress last time and nothing new since: pause without spinning;
+                // a new expectation or job ends the pause early.
                 shared.wake.wait_for(&mut state, backoff);
             }
+            seen = state.changes;
             // The oldest map first: each reader is woken as soon as its own submission
             // is done, not behind later work.
-            let oldest = state.expected.values().next().cloned();
+            let oldest = state
+                .expected
+                .values()
+                .next()
+                .map(|(index, _)| index.clone());
             (std::mem::take(&mut state.deferred), oldest)
         };
-        jobs.into_iter().for_each(|job| job());
+        run_caught(jobs);
         let Some(oldest) = oldest else {
             backoff = Duration::ZERO;
             continue;
@@ -232,7 +389,7 @@ fn run(shared: &Shared) {
             })
         }));
         let wakers = WAKE_AFTER_POLL.with(|later| later.borrow_mut().take());
-        wakers.into_iter().flatten().for_each(Waker::wake);
+        wake_caught(wakers.into_iter().flatten());
         let progressed = shared.state.lock().expected.len() < before;
         backoff = match polled {
             Ok(Ok(_)) if progressed => Duration::ZERO,
@@ -249,8 +406,39 @@ fn run(shared: &Shared) {
     }
 }
 
+/// Whether the thread pauses before its next poll: only after a poll that made no
+/// progress (`backoff` above zero) and when nothing changed since the last look
+/// (`seen` against `changes`), so a map expected while the thread polled is polled for
+/// at once.
+fn pause_before_poll(backoff: Duration, seen: u64, changes: u64) -> bool {
+    !backoff.is_zero() && seen == changes
+}
+
 fn next_backoff(backoff: Duration) -> Duration {
     (backoff * 2)
         .max(Duration::from_micros(500))
         .min(MAX_BACKOFF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pause_before_poll;
+    use std::time::Duration;
+
+    #[test]
+    fn the_thread_pauses_only_after_no_progress_and_no_change() {
+        let pause = Duration::from_millis(1);
+        assert!(
+            !pause_before_poll(Duration::ZERO, 3, 3),
+            "progress: no pause"
+        );
+        assert!(
+            pause_before_poll(pause, 3, 3),
+            "no progress, nothing new: pause"
+        );
+        assert!(
+            !pause_before_poll(pause, 3, 4),
+            "a map expected during the poll: polled for at once"
+        );
+    }
 }

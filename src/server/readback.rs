@@ -61,6 +61,8 @@ pub(crate) struct PendingMap {
     submission: wgpu::SubmissionIndex,
     state: Arc<Mutex<MapState>>,
     started: std::time::Instant,
+    /// The poller's ticket for this map (to park the reader's waker on).
+    ticket: u64,
     /// Released with the read (see [`ReadPlan`]).
     _pins: Vec<super::compaction::PinGuard>,
 }
@@ -80,6 +82,7 @@ impl ReadPlan {
             expectation: poller.expect(submission.clone()),
             deferrer: poller.deferrer(),
         };
+        let ticket = callback.expectation.ticket();
         let ((), error) = capture(device, || {
             self.buffer
                 .map_async(wgpu::MapMode::Read, self.range.clone(), move |result| {
@@ -96,8 +99,42 @@ impl ReadPlan {
             submission,
             state,
             started: std::time::Instant::now(),
+            ticket,
             _pins: self.pins,
         }
+    }
+
+    /// As [`map`](Self::map), but the map is never requested: the returned callback is
+    /// what wgpu would hold, and it never runs unless the test runs it (wgpu-core after a
+    /// hal-level device loss returns from its maintenance before it runs map callbacks).
+    #[cfg(test)]
+    pub(crate) fn map_never_completing(
+        self,
+        device: &wgpu::Device,
+        submission: wgpu::SubmissionIndex,
+        poller: &Poller,
+    ) -> (
+        PendingMap,
+        impl FnOnce(Result<(), wgpu::BufferAsyncError>) + use<>,
+    ) {
+        let state = Arc::new(Mutex::new(MapState::default()));
+        let callback = MapCallback {
+            slot: state.clone(),
+            expectation: poller.expect(submission.clone()),
+            deferrer: poller.deferrer(),
+        };
+        let ticket = callback.expectation.ticket();
+        let map = PendingMap {
+            range: StagingRange::new(device.clone(), self.buffer, self.staging),
+            bounds: self.range,
+            parts: self.parts,
+            submission,
+            state,
+            started: std::time::Instant::now(),
+            ticket,
+            _pins: self.pins,
+        };
+        (map, move |result| callback.complete(result))
     }
 }
 
@@ -348,6 +385,7 @@ impl Future for ReadFuture {
         };
         let state = map.state.clone();
         let submission = map.submission.clone();
+        let ticket = map.ticket;
         loop {
             let result = {
                 let mut state = state.lock();
@@ -356,10 +394,23 @@ impl Future for ReadFuture {
                     None => {
                         state.waker = Some(context.waker().clone());
                         drop(state);
-                        if self.poller.alive() {
+                        // A lost device may never run the map's callback (wgpu-core
+                        // returns early after a hal-level loss): the loss ends the read.
+                        if let Some(message) = self.lost.message() {
+                            return Poll::Ready(Err(self.end_lost(message)));
+                        }
+                        // On the poller thread (inside a wgpu callback), or holding
+                        // the submit turn, waiting for the poller may wait for
+                        // ourselves: poll here, as when the thread is gone.
+                        if self.poller.alive()
+                            && !super::poller::reads_poll_inline()
+                            && self.poller.park(ticket, context.waker())
+                        {
                             return Poll::Pending;
                         }
-                        self.poll_here(&submission);
+                        if !self.poller.alive() || super::poller::reads_poll_inline() {
+                            self.poll_here(&submission);
+                        }
                         continue;
                     }
                 }
@@ -368,23 +419,34 @@ impl Future for ReadFuture {
                 unreachable!("checked above");
             };
             self.empty_parts = 0;
+            let failed = result.is_err();
             // A map can complete on a device destroyed after the copy was submitted, with
             // bytes nobody can vouch for: the poller wakes readers only after its poll
             // returned, so a loss that poll found is already recorded here.
             let outcome = map.into_bytes(result);
-            if let Err(error) = &outcome {
-                // Our pages are only ever dropped, never destroyed: a destroyed staging
-                // page means wgpu released the device's resources.
-                let message = error.to_string();
-                if super::lost::says_lost(&message) {
-                    self.lost.record(message);
-                }
+            if failed && self.lost.message().is_none() {
+                // wgpu fails a map on a lost device and runs the device-lost callback
+                // right after the map callbacks of that poll, possibly on another
+                // thread: a poll here lets it run before the error is named.
+                self.poll_device(wgpu::PollType::Poll);
             }
             return Poll::Ready(match self.lost.message() {
                 Some(message) => Err(lost_error("read", message)),
                 None => outcome,
             });
         }
+    }
+}
+
+impl ReadFuture {
+    /// Ends a read whose map has not completed on a lost device: the map is left to its
+    /// callback (which gives the staging slice back if wgpu ever runs it).
+    fn end_lost(&mut self, message: String) -> ClientError {
+        if let Ok(Some(map)) = std::mem::replace(&mut self.started, Ok(None)) {
+            map.abandon();
+        }
+        self.empty_parts = 0;
+        lost_error("read", message)
     }
 }
 

@@ -125,6 +125,7 @@ impl Server {
         }
         let kernel = self.merge_kernel.clone();
         self.encode_dispatch(&kernel, [1, 1, 1], &[handle, &params])
+            .map(|_| ())
             .map_err(|error| match error {
                 ClientError::Wgpu { message, .. } => wgpu_error("write (edge merge)", message),
                 other => other,

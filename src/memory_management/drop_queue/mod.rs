@@ -14,8 +14,10 @@
 //!   counts as passed, since nothing runs any more.
 //! - **Never mints a fence on an idle queue:** flushing with nothing staged or pending does
 //!   not call the fence factory.
-//! - **Never sees** the device API: the server implements [`Fence`] on its own submission
-//!   marker; the tests here use a fake.
+//! - **Never sees** the device API: a user implements [`Fence`] on its own submission
+//!   marker (the tests here use a fake). The client does not use this queue: its
+//!   staging slices wait behind the map that wgpu runs only after the submission that
+//!   reads them (see `server::upload` and `server::readback`).
 
 mod policy;
 mod queue;

@@ -21,7 +21,8 @@ pub(super) struct Left {
 impl<S: CopyStorage> MemoryManagement<S> {
     /// Moves live slices of every dynamic pool out of their sparsest pages into the
     /// holes of fuller pages, so that those pages empty and free bytes come together.
-    /// Slices `pinned` names stay, and so does every slice of their page. At most
+    /// Slices `pinned` names (by allocation id and page id) stay, and so does every slice
+    /// of their page; such a page takes no moved slice either. At most
     /// `max_bytes` (requested sizes) move in this pass. Pages it empties hold only the
     /// ranges their slices left, so they are given back by the first
     /// [`cleanup`](Self::cleanup) after [`release_moved`](Self::release_moved).
@@ -35,7 +36,7 @@ impl<S: CopyStorage> MemoryManagement<S> {
     pub fn compact(
         &mut self,
         max_bytes: u64,
-        pinned: &dyn Fn(ManagedMemoryId) -> bool,
+        pinned: &dyn Fn(ManagedMemoryId, u64) -> bool,
     ) -> Compaction {
         let mut done = Compaction::default();
         for position in 0..self.dynamic.len() {
@@ -52,7 +53,7 @@ impl<S: CopyStorage> MemoryManagement<S> {
         &mut self,
         size: u64,
         max_bytes: u64,
-        pinned: &dyn Fn(ManagedMemoryId) -> bool,
+        pinned: &dyn Fn(ManagedMemoryId, u64) -> bool,
     ) -> Compaction {
         let found = self
             .dynamic
@@ -70,7 +71,7 @@ impl<S: CopyStorage> MemoryManagement<S> {
         max_bytes: u64,
         max_pages: usize,
         only: Option<u64>,
-        pinned: &dyn Fn(ManagedMemoryId) -> bool,
+        pinned: &dyn Fn(ManagedMemoryId, u64) -> bool,
     ) -> Compaction {
         if self.moved.len() >= MAX_MOVES_PENDING || max_bytes == 0 {
             return Compaction::default();

@@ -69,7 +69,7 @@ fn moved_slices_keep_their_bytes_and_usage_stays_exact() {
     let kept = half_full(&mut memory);
     assert_eq!(pages(&memory), 8);
     let before = memory.memory_usage();
-    let done = memory.compact(u64::MAX, &|_| false);
+    let done = memory.compact(u64::MAX, &|_, _| false);
     assert_eq!(done.moves.len(), 8);
     assert_eq!(done.bytes_moved, 8 * 16 * KIB);
     let after = memory.memory_usage();
@@ -87,7 +87,7 @@ fn moved_slices_keep_their_bytes_and_usage_stays_exact() {
 fn ranges_moved_slices_left_stay_reserved_until_released() {
     let mut memory = memory(None);
     let _kept = half_full(&mut memory);
-    let done = memory.compact(u64::MAX, &|_| false);
+    let done = memory.compact(u64::MAX, &|_, _| false);
     assert!(!done.is_empty());
     assert_eq!(memory.bytes_moved_pending(), done.bytes_moved);
     memory.cleanup(Cleanup::Explicit);
@@ -107,7 +107,7 @@ fn a_pinned_slice_and_its_page_stay() {
     let kept = half_full(&mut memory);
     let pinned_id = kept[0].0.descriptor().id;
     let at = memory.get_storage(&kept[0].0.clone().binding()).unwrap();
-    let done = memory.compact(u64::MAX, &|id| id == pinned_id);
+    let done = memory.compact(u64::MAX, &|id, _| id == pinned_id);
     assert!(done.moves.iter().all(|moved| moved.from.0 != page_of(&at)));
     let now = memory.get_storage(&kept[0].0.clone().binding()).unwrap();
     assert_eq!((now.id, now.offset()), (at.id, at.offset()));
@@ -121,7 +121,7 @@ fn page_of(handle: &crate::storage::StorageHandle) -> u64 {
 fn the_move_bound_caps_a_pass() {
     let mut memory = memory(None);
     let _kept = half_full(&mut memory);
-    let done = memory.compact(40 * KIB, &|_| false);
+    let done = memory.compact(40 * KIB, &|_, _| false);
     assert_eq!(
         done.bytes_moved,
         32 * KIB,
@@ -168,7 +168,7 @@ fn repeated_passes_come_to_rest() {
     let mut memory = memory(None);
     let kept = half_full(&mut memory);
     let mut passes = 0;
-    while !memory.compact(u64::MAX, &|_| false).is_empty() {
+    while !memory.compact(u64::MAX, &|_, _| false).is_empty() {
         memory.release_moved();
         passes += 1;
         assert!(

@@ -33,8 +33,9 @@ use crate::storage::{CopyStorage, StorageHandle};
 use cubecl_runtime::memory_management::ManagedMemoryId;
 use std::collections::BTreeMap;
 
-/// Whether an allocation must stay where it is.
-pub(crate) type Pinned<'a> = &'a dyn Fn(ManagedMemoryId) -> bool;
+/// Whether an allocation must stay where it is: its id, and the id of its page (as
+/// [`PageSlices::id`](crate::memory_management::PageSlices::id)).
+pub(crate) type Pinned<'a> = &'a dyn Fn(ManagedMemoryId, u64) -> bool;
 
 /// What one page holds, for choosing what to empty.
 #[derive(Debug, Clone)]
@@ -53,15 +54,18 @@ pub(crate) struct PageCensus {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Census {
     pub(crate) candidates: Vec<PageCensus>,
-    /// Live bytes of every page holding a live slice.
-    live: BTreeMap<(u32, u32), u64>,
+    /// Live bytes of every page holding a live slice, and whether one of them is pinned.
+    live: BTreeMap<(u32, u32), (u64, bool)>,
 }
 
 impl Census {
-    /// Whether page `page` of tier `tier` may take moved slices: it holds live slices.
-    /// An empty page never does (filling it to empty another gains nothing).
+    /// Whether page `page` of tier `tier` may take moved slices: it holds live slices,
+    /// none of them pinned. An empty page never does (filling it to empty another gains
+    /// nothing); a pinned one neither gives nor takes (its owner's view of it stands).
     fn takes_moves(&self, tier: u32, page: u32) -> bool {
-        self.live.get(&(tier, page)).is_some_and(|&held| held > 0)
+        self.live
+            .get(&(tier, page))
+            .is_some_and(|&(held, pinned)| held > 0 && !pinned)
     }
 }
 
@@ -81,11 +85,11 @@ pub(crate) fn census(slices: &SliceTable, pinned: Pinned<'_>) -> Census {
         let size = slice.storage.size();
         entry.0.live += size + slice.padding;
         entry.0.slots.push((slot, size, size + slice.padding));
-        entry.1 |= pinned(id);
+        entry.1 |= pinned(id, super::page_map::page_id(&slice.storage.id));
     }
     let live = pages
         .iter()
-        .map(|(&key, (census, _))| (key, census.live))
+        .map(|(&key, (census, pinned))| (key, (census.live, *pinned)))
         .collect();
     let mut candidates: Vec<PageCensus> = pages
         .into_values()

@@ -42,3 +42,61 @@ pub fn page_error(error: wgpu::Error, size: u64) -> IoError {
         },
     }
 }
+
+/// Whether wgpu refused `error` because a resource it used was destroyed (wgpu-core's
+/// typed `DestroyedResource` variants of a bind group's creation, of a submission, or of
+/// an encoder's commands, which wgpu reports at submit). Read from the error's types,
+/// never from its text.
+///
+/// wgpu never reports a lost device through an error scope (its device-lost errors go
+/// to the device-lost callback only), so this is the one typed fault a submission of
+/// ours can meet that is not a bug of ours.
+pub fn destroyed_resource(error: &wgpu::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if names_destroyed(current) {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+/// Whether one level of an error chain is a destroyed-resource variant. A
+/// `#[error(transparent)]` variant hands its inner error's source on as its own, so the
+/// inner error of such a variant is looked at here, and the level below it is the inner
+/// error's source.
+fn names_destroyed(level: &(dyn std::error::Error + 'static)) -> bool {
+    use wgpu::wgc::binding_model::{BindingError, CreateBindGroupError};
+    use wgpu::wgc::command::{ClearError, CommandEncoderError, ComputePassErrorInner};
+    use wgpu::wgc::device::queue::QueueSubmitError;
+    use wgpu::wgc::resource::DestroyedResourceError;
+    let encoder = |error: &CommandEncoderError| {
+        matches!(
+            error,
+            CommandEncoderError::DestroyedResource(_)
+                | CommandEncoderError::Clear(ClearError::DestroyedResource(_))
+        )
+    };
+    if let Some(submit) = level.downcast_ref::<QueueSubmitError>() {
+        return match submit {
+            QueueSubmitError::DestroyedResource(_) => true,
+            QueueSubmitError::CommandEncoder(error) => encoder(error),
+            _ => false,
+        };
+    }
+    if let Some(error) = level.downcast_ref::<CommandEncoderError>() {
+        return encoder(error);
+    }
+    if let Some(error) = level.downcast_ref::<CreateBindGroupError>() {
+        return matches!(
+            error,
+            CreateBindGroupError::DestroyedResource(_)
+                | CreateBindGroupError::BindingError(BindingError::DestroyedResource(_))
+        );
+    }
+    matches!(
+        level.downcast_ref::<ComputePassErrorInner>(),
+        Some(ComputePassErrorInner::DestroyedResource(_))
+    ) || level.is::<DestroyedResourceError>()
+}

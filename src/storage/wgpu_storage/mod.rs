@@ -121,6 +121,11 @@ impl WgpuStorage {
         self.deallocations
     }
 
+    /// Every page held, with its storage id, in no particular order.
+    pub fn pages(&self) -> impl Iterator<Item = (&StorageId, &wgpu::Buffer)> {
+        self.buffers.iter()
+    }
+
     /// The usage flags of every page.
     pub fn usage(&self) -> wgpu::BufferUsages {
         self.usage
