@@ -39,6 +39,9 @@ enum Step {
         pick: usize,
     },
     Unexport,
+    /// The application submits through `Client::queue()`: exports made before it are let
+    /// go at the next reservation (the client's contract for exported slices).
+    AppSubmit,
     Launch {
         pick: usize,
     },
@@ -57,6 +60,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Finish),
         1 => any::<usize>().prop_map(|pick| Step::Export { pick }),
         1 => Just(Step::Unexport),
+        1 => Just(Step::AppSubmit),
         1 => any::<usize>().prop_map(|pick| Step::Launch { pick }),
         2 => Just(Step::Compact),
         1 => Just(Step::Cleanup),
@@ -69,10 +73,14 @@ type Read = Pin<Box<dyn Future<Output = Result<ReadBytes, ClientError>> + Send>>
 #[derive(Default)]
 struct Model {
     live: Vec<(Handle, Vec<u8>)>,
-    /// Reads in flight, with the bytes they must return.
-    reads: Vec<(Read, Vec<u8>)>,
+    /// Reads in flight, with the bytes they must return and the handle read (a read in
+    /// flight keeps its slice).
+    reads: Vec<(Read, Vec<u8>, Handle)>,
     /// Exported resources, with where they said the slice was.
     exported: Vec<(Handle, HandleResource, wgpu::Buffer, u64)>,
+    /// Every export's slice is held (and pinned) until the application's next submission
+    /// through `Client::queue()` and the reservation after it; `true` once submitted.
+    held: Vec<(Handle, bool)>,
 }
 
 /// One client for the whole property (opening an adapter per case would dominate),
@@ -116,6 +124,7 @@ impl Model {
             Step::Create { size, seed } => {
                 let bytes = pattern(SIZES[size] as usize, seed);
                 self.live.push((client.create(&bytes).unwrap(), bytes));
+                self.held.retain(|(_, submitted)| !submitted);
             }
             Step::Drop { pick } if count > 0 => drop(self.live.swap_remove(pick % count)),
             Step::DropAlternate => {
@@ -135,10 +144,10 @@ impl Model {
             Step::Read { pick } if count > 0 => {
                 let (handle, bytes) = &self.live[pick % count];
                 self.reads
-                    .push((Box::pin(client.read(handle)), bytes.clone()));
+                    .push((Box::pin(client.read(handle)), bytes.clone(), handle.clone()));
             }
             Step::Finish => {
-                if let Some((read, expected)) = self.reads.pop() {
+                if let Some((read, expected, _)) = self.reads.pop() {
                     let got = pollster::block_on(read).unwrap();
                     assert!(
                         got[..] == expected[..],
@@ -150,9 +159,16 @@ impl Model {
                 let handle = self.live[pick % count].0.clone();
                 let resource = client.resource(&handle).unwrap();
                 let (buffer, offset) = (resource.buffer.clone(), resource.offset);
+                self.held.push((handle.clone(), false));
                 self.exported.push((handle, resource, buffer, offset));
             }
             Step::Unexport => drop(self.exported.pop()),
+            Step::AppSubmit => {
+                client.queue().submit([]);
+                for (_, submitted) in &mut self.held {
+                    *submitted = true;
+                }
+            }
             Step::Launch { pick } if count > 0 => {
                 let (handle, bytes) = &mut self.live[pick % count];
                 let groups = (bytes.len() as u32 / 4).div_ceil(64);
@@ -168,8 +184,8 @@ impl Model {
     }
 
     /// Every handle holds its bytes, every pinned slice is where its resource says, and
-    /// the report counts exactly the live bytes.
-    fn check(&self, client: &Client) {
+    /// the report counts exactly the bytes still held.
+    fn check(&mut self, client: &Client) {
         for (handle, _, buffer, offset) in &self.exported {
             let now = client.resource(handle).unwrap();
             assert_eq!(
@@ -178,8 +194,16 @@ impl Model {
                 "a pinned slice moved"
             );
         }
+        // Every export (looking above is one too) is held until a submission through the
+        // client's queue and the reservation after it: settle them, then the report must
+        // count exactly the live handles, the resources and reads still held.
+        client.queue().submit([]);
+        drop(client.empty(4).unwrap());
+        self.held.clear();
         let mut held: Vec<&Handle> = self.live.iter().map(|(handle, _)| handle).collect();
         held.extend(self.exported.iter().map(|(handle, ..)| handle));
+        held.extend(self.held.iter().map(|(handle, _)| handle));
+        held.extend(self.reads.iter().map(|(_, _, handle)| handle));
         let in_use: u64 = {
             let mut ids = std::collections::HashSet::new();
             held.iter()
@@ -203,6 +227,10 @@ proptest! {
     #[test]
     fn compaction_keeps_every_handles_bytes(steps in prop::collection::vec(step(), 20..80)) {
         let Some(client) = client() else { return Ok(()) };
+        // Exports of an earlier case are held until a submission through the client's
+        // queue and the reservation after it.
+        client.queue().submit([]);
+        drop(client.empty(4).unwrap());
         let mut model = Model::default();
         for step in &steps {
             model.apply(&client, step);
@@ -211,7 +239,7 @@ proptest! {
             }
         }
         model.check(&client);
-        while let Some((read, expected)) = model.reads.pop() {
+        while let Some((read, expected, _)) = model.reads.pop() {
             prop_assert!(pollster::block_on(read).unwrap()[..] == expected[..]);
         }
         drop(model);
