@@ -78,8 +78,14 @@ fn time_compaction(client: &Client, moved: u64, check: bool) -> Duration {
     let kept = half_full(client, moved);
     let start = Instant::now();
     let report = client.compact().expect("compact");
+    let recorded = start.elapsed();
     client.sync().expect("sync");
     let elapsed = start.elapsed();
+    println!(
+        "pass: {:.3} ms to plan, record, give back pages and submit; {:.3} ms until the device is done",
+        recorded.as_secs_f64() * 1e3,
+        elapsed.as_secs_f64() * 1e3
+    );
     assert_eq!(
         report.bytes_moved, moved,
         "one pass moves half the pages: {report:?}"

@@ -49,14 +49,22 @@ const PRUNE_AT: usize = 4096;
 impl PinTable {
     /// Pins `id` until the returned guard (and every clone of it) is dropped.
     pub(crate) fn pin(self: &Arc<Self>, id: ManagedMemoryId) -> PinGuard {
+        self.pin_all(vec![id])
+    }
+
+    /// Pins every allocation of `ids` until the returned guard is dropped: one lock for
+    /// all of them (a read of a thousand handles pins a thousand allocations).
+    pub(crate) fn pin_all(self: &Arc<Self>, ids: Vec<ManagedMemoryId>) -> PinGuard {
         let mut counts = self.counts.lock();
         if counts.len() >= PRUNE_AT {
             counts.retain(|_, count| *count > 0);
         }
-        *counts.entry(id).or_insert(0) += 1;
+        for id in &ids {
+            *counts.entry(*id).or_insert(0) += 1;
+        }
         PinGuard {
             table: self.clone(),
-            id,
+            ids,
         }
     }
 
@@ -68,25 +76,27 @@ impl PinTable {
     }
 }
 
-/// Keeps one allocation from moving while it lives. Takes only the pin table's own lock,
+/// Keeps allocations from moving while it lives. Takes only the pin table's own lock,
 /// so it may be dropped anywhere.
 #[derive(Debug)]
 pub(crate) struct PinGuard {
     table: Arc<PinTable>,
-    id: ManagedMemoryId,
+    ids: Vec<ManagedMemoryId>,
 }
 
 impl Clone for PinGuard {
     fn clone(&self) -> Self {
-        self.table.pin(self.id)
+        self.table.pin_all(self.ids.clone())
     }
 }
 
 impl Drop for PinGuard {
     fn drop(&mut self) {
         let mut counts = self.table.counts.lock();
-        if let Some(count) = counts.get_mut(&self.id) {
-            *count = count.saturating_sub(1);
+        for id in &self.ids {
+            if let Some(count) = counts.get_mut(id) {
+                *count = count.saturating_sub(1);
+            }
         }
     }
 }

@@ -232,6 +232,18 @@ impl Server {
         self.pins.pin(handle.memory.descriptor().id)
     }
 
+    /// Pins the allocations of `handles` until the guard is dropped (one lock for all).
+    pub(crate) fn pin_all<'a>(
+        &self,
+        handles: impl Iterator<Item = &'a Handle>,
+    ) -> compaction::PinGuard {
+        self.pins.pin_all(
+            handles
+                .map(|handle| handle.memory.descriptor().id)
+                .collect(),
+        )
+    }
+
     /// Drops the cached bind groups once the main memory gave a page back: each holds
     /// its pages' buffers (in the group and in its key), which would keep a given-back
     /// page alive inside wgpu until the cache let go of it.

@@ -42,7 +42,7 @@ pub(crate) struct ReadPlan {
     /// (offset in the range, length) of each part, in bytes.
     parts: Vec<(u64, u64)>,
     /// The parts' allocations stay where they are while the read is in flight.
-    pins: Vec<super::compaction::PinGuard>,
+    pins: super::compaction::PinGuard,
 }
 
 #[derive(Default)]
@@ -64,7 +64,7 @@ pub(crate) struct PendingMap {
     /// The poller's ticket for this map (to park the reader's waker on).
     ticket: u64,
     /// Released with the read (see [`ReadPlan`]).
-    _pins: Vec<super::compaction::PinGuard>,
+    _pins: super::compaction::PinGuard,
 }
 
 impl ReadPlan {
@@ -238,10 +238,7 @@ impl Server {
     ) -> Result<Option<ReadPlan>, ClientError> {
         self.check_lost("read")?;
         self.check_claims(parts)?;
-        let pins = parts
-            .iter()
-            .map(|(handle, _, _)| self.pin(handle))
-            .collect();
+        let pins = self.pin_all(parts.iter().map(|(handle, _, _)| *handle));
         let resources = parts
             .iter()
             .map(|(handle, _, _)| self.resource(handle))
