@@ -34,8 +34,8 @@ impl Client {
     /// compacts too.
     ///
     /// # Errors
-    /// [`ClientError::DeviceLost`](super::ClientError::DeviceLost) once the device is
-    /// lost; [`ClientError::Wgpu`](super::ClientError::Wgpu) when wgpu refuses the batch
+    /// [`ClientError::DeviceLost`] once the device is
+    /// lost; [`ClientError::Wgpu`] when wgpu refuses the batch
     /// carrying the copies (the moved slices' bytes are then claimed by that failure).
     ///
     /// [`HandleResource`]: super::HandleResource

@@ -46,7 +46,7 @@ pub enum Cleanup {
 ///
 /// A reservation goes, by the allocation mode in force, to the persistent pool, to a
 /// dedicated allocation, or to the first dynamic pool of the layout that accepts its size.
-/// The returned [`ManagedMemoryHandle`] keeps the slice alive; once every clone of it and
+/// The returned [`ManagedMemoryHandle`](cubecl_runtime::memory_management::ManagedMemoryHandle) keeps the slice alive; once every clone of it and
 /// every binding made from it is dropped, the slice is free for reuse.
 pub struct MemoryManagement<S: ComputeStorage> {
     name: String,
