@@ -73,42 +73,42 @@ impl Client {
         self.shared.server.lock().set_max_move_bytes(bytes);
     }
 
-    /// Compacts the main memory, takes the batch carrying the copies, gives back the
-    /// pages left empty (every memory's when `everything`), and submits the batch.
+    /// Compacts the main memory and submits the batch carrying the copies (in the submit
+    /// turn, so batches keep their order), then, with the turn let go as every cleanup
+    /// does, gives back the pages left empty (every memory's when `everything`).
     fn compact_and_give_back(&self, everything: bool) -> Result<CompactionReport, ClientError> {
         let started = Instant::now();
-        let _turn = self.shared.turn.lock();
-        let (report, batch) = {
-            let mut server = self.shared.server.lock();
-            server.check_lost("compact")?;
-            let before = reserved_bytes(&server);
-            let pages_before = server.main_pages();
-            let max = server.max_move_bytes();
-            let done = server.compact(max);
-            let batch = server.take_batch();
-            if everything {
-                server.cleanup();
-            } else {
-                server.cleanup_main();
-            }
-            let given_back = before.saturating_sub(reserved_bytes(&server));
-            self.record_pages(&mut server);
-            if everything {
-                self.record(EventKind::Cleanup, given_back, |_| {});
-            }
-            let report = CompactionReport {
-                moves: done.moves,
-                bytes_moved: done.bytes_moved,
-                pages_given_back: pages_before.saturating_sub(server.main_pages()),
-                bytes_given_back: given_back,
-                took: Duration::ZERO,
+        let (done, before, pages_before) = {
+            let _turn = self.turn();
+            let (done, batch, before, pages_before) = {
+                let mut server = self.shared.server.lock();
+                server.check_lost("compact")?;
+                let before = reserved_bytes(&server);
+                let pages_before = server.main_pages();
+                let max = server.max_move_bytes();
+                let done = server.compact(max);
+                (done, server.take_batch(), before, pages_before)
             };
-            (report, batch)
+            self.submit_batch(batch)?;
+            (done, before, pages_before)
         };
-        self.submit_batch(batch)?;
+        let mut server = self.shared.server.lock();
+        if everything {
+            server.cleanup();
+        } else {
+            server.cleanup_main();
+        }
+        let given_back = before.saturating_sub(reserved_bytes(&server));
+        self.record_pages(&mut server);
+        if everything {
+            self.record(EventKind::Cleanup, given_back, |_| {});
+        }
         Ok(CompactionReport {
+            moves: done.moves,
+            bytes_moved: done.bytes_moved,
+            pages_given_back: pages_before.saturating_sub(server.main_pages()),
+            bytes_given_back: given_back,
             took: started.elapsed(),
-            ..report
         })
     }
 }

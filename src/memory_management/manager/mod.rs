@@ -80,6 +80,9 @@ pub struct MemoryManagement<S: ComputeStorage> {
     /// Ranges moved slices left, until the owner releases them (at most
     /// [`MAX_MOVES_PENDING`](super::MAX_MOVES_PENDING)).
     moved: Vec<compact::Left>,
+    /// The most bytes the storage held after a dynamic pool grew: reservations gather
+    /// holes only at this high-water mark.
+    reserved_peak: u64,
 }
 
 impl<S: ComputeStorage> core::fmt::Debug for MemoryManagement<S> {
@@ -153,6 +156,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             reservations: 0,
             graph: ErrorGraph::default(),
             moved: Vec::new(),
+            reserved_peak: 0,
         }
     }
 
