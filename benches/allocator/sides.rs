@@ -42,9 +42,10 @@ fn properties() -> cubecl_ir::MemoryDeviceProperties {
     cubecl_ir::MemoryDeviceProperties::new(MAX_PAGE_SIZE, ALIGNMENT)
 }
 
-/// This crate's memory with `MemoryConfiguration::default()`, compacting when a pool
-/// would grow while its holes could hold the request (`CompactNow`: host copies are
-/// done at once).
+/// This crate's memory with `MemoryConfiguration::default()`. Reservations do not gather
+/// holes here (`reserve`, not `reserve_making_room` with `CompactNow`): on host memory
+/// each gathering is a real memcpy, which made growth-heavy traces 10-450 times slower
+/// (README, "With compaction"). The cleanup at the end compacts.
 pub struct Ours<S: ComputeStorage>(pub wgpu_memory::memory_management::MemoryManagement<S>);
 
 impl<S: ComputeStorage> Ours<S> {
@@ -65,11 +66,7 @@ impl<S: CopyStorage> Memory for Ours<S> {
 
     #[inline]
     fn reserve(&mut self, size: u64) -> Result<ManagedMemoryHandle, Self::Error> {
-        self.0.reserve_making_room(
-            size,
-            &mut wgpu_memory::memory_management::NothingPending,
-            &mut wgpu_memory::memory_management::CompactNow::default(),
-        )
+        self.0.reserve(size)
     }
 
     fn usage(&self) -> MemoryUsage {
