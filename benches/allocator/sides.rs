@@ -8,6 +8,7 @@ use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryConfiguration
 use cubecl_runtime::server::IoError;
 use cubecl_runtime::storage::{ComputeStorage, StorageHandle, StorageId};
 
+use wgpu_memory::memory_management::Pin;
 use wgpu_memory::storage::CopyStorage;
 
 use crate::traces::GIB;
@@ -80,7 +81,7 @@ impl<S: CopyStorage> Memory for Ours<S> {
 
     fn cleanup_live(&mut self) -> u64 {
         // As many passes as it takes: the bound is per pass.
-        while !self.0.compact(u64::MAX, &|_, _| false).is_empty() {
+        while !self.0.compact(u64::MAX, &|_, _| Pin::Free).is_empty() {
             self.0.release_moved();
         }
         self.release_all();

@@ -29,6 +29,47 @@ pub const DEFAULT_MAX_MOVE_BYTES: u64 = 256 << 20;
 /// while this many are pending, so the list stays bounded.
 pub const MAX_MOVES_PENDING: usize = 1 << 16;
 
+/// What a compaction may do with one live slice, as its owner says
+/// ([`MemoryManagement::compact`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pin {
+    /// The slice may move, and its page may give and take slices.
+    #[default]
+    Free,
+    /// The slice stays where it is, but its page may still take moved slices (its owner
+    /// needs its bytes to stay put, not the page: a held export whose handles are gone).
+    /// A page holding such a slice cannot empty, so its other slices stay too.
+    Slice,
+    /// The slice stays, and its page neither gives nor takes slices (its owner holds the
+    /// page's address, or the page may be unusable: a page the application destroyed).
+    Page,
+}
+
+/// The bounds of one compaction pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoveLimits {
+    /// The most bytes (requested sizes) the pass moves.
+    pub max_bytes: u64,
+    /// The most slices the pass moves (each is one copy in the owner's batch).
+    pub max_moves: usize,
+}
+
+impl MoveLimits {
+    /// At most `max_bytes` bytes, any number of slices.
+    pub const fn bytes(max_bytes: u64) -> Self {
+        Self {
+            max_bytes,
+            max_moves: usize::MAX,
+        }
+    }
+}
+
+impl From<u64> for MoveLimits {
+    fn from(max_bytes: u64) -> Self {
+        Self::bytes(max_bytes)
+    }
+}
+
 /// One slice a compaction moved. Offsets are bytes from the start of their page; pages
 /// are named by id as in [`PageSlices::id`](super::PageSlices::id).
 #[derive(Debug, Clone)]
@@ -123,7 +164,7 @@ impl Default for CompactNow {
 
 impl<S: CopyStorage> MakeRoom<S> for CompactNow {
     fn make_room(&mut self, memory: &mut MemoryManagement<S>, size: u64, why: RoomFor) -> bool {
-        let pinned = |_: ManagedMemoryId, _: u64| false;
+        let pinned = |_: ManagedMemoryId, _: u64| Pin::Free;
         let done = match why {
             RoomFor::Gather => memory.compact_for(size, self.max_bytes, &pinned),
             RoomFor::OutOfRoom => memory.compact(self.max_bytes, &pinned),

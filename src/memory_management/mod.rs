@@ -44,8 +44,8 @@ mod taint;
 mod usage;
 
 pub use compaction::{
-    CompactNow, Compaction, DEFAULT_MAX_MOVE_BYTES, MAX_MOVES_PENDING, MakeRoom, NoRoom, RoomFor,
-    SliceMove,
+    CompactNow, Compaction, DEFAULT_MAX_MOVE_BYTES, MAX_MOVES_PENDING, MakeRoom, MoveLimits,
+    NoRoom, Pin, RoomFor, SliceMove,
 };
 pub use config::{MemoryPoolOptions, PoolType};
 pub use config_error::PoolConfigError;

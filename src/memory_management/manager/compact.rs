@@ -1,7 +1,7 @@
 //! Compaction: live slices move between pages of their pool so that free bytes come
 //! together and pages empty (the steps are in `pool::evacuate`).
 
-use super::super::compaction::{Compaction, MAX_MOVES_PENDING, SliceMove};
+use super::super::compaction::{Compaction, MAX_MOVES_PENDING, MoveLimits, Pin, SliceMove};
 use super::super::page_events::{MemoryEvent, Observed};
 use super::super::pool::evacuate::Relocated;
 use super::super::pool::page_map::page_id;
@@ -21,9 +21,10 @@ pub(super) struct Left {
 impl<S: CopyStorage> MemoryManagement<S> {
     /// Moves live slices of every dynamic pool out of their sparsest pages into the
     /// holes of fuller pages, so that those pages empty and free bytes come together.
-    /// Slices `pinned` names (by allocation id and page id) stay, and so does every slice
-    /// of their page; such a page takes no moved slice either. At most
-    /// `max_bytes` (requested sizes) move in this pass. Pages it empties hold only the
+    /// `pinned` says, by allocation id and page id, which slices stay ([`Pin::Slice`]:
+    /// the slice and the rest of its page stay, the page may take moved slices;
+    /// [`Pin::Page`]: its page neither gives nor takes). At most `limits.max_bytes`
+    /// (requested sizes) and `limits.max_moves` slices move in this pass. Pages it empties hold only the
     /// ranges their slices left, so they are given back by the first
     /// [`cleanup`](Self::cleanup) after [`release_moved`](Self::release_moved).
     ///
@@ -35,32 +36,37 @@ impl<S: CopyStorage> MemoryManagement<S> {
     /// moved slice.
     pub fn compact(
         &mut self,
-        max_bytes: u64,
-        pinned: &dyn Fn(ManagedMemoryId, u64) -> bool,
+        limits: impl Into<MoveLimits>,
+        pinned: &dyn Fn(ManagedMemoryId, u64) -> Pin,
     ) -> Compaction {
+        let limits = limits.into();
         let mut done = Compaction::default();
         for position in 0..self.dynamic.len() {
-            let budget = max_bytes.saturating_sub(done.bytes_moved);
-            done.extend(self.compact_pool(position, budget, usize::MAX, None, pinned));
+            let left = MoveLimits {
+                max_bytes: limits.max_bytes.saturating_sub(done.bytes_moved),
+                max_moves: limits.max_moves.saturating_sub(done.moves.len()),
+            };
+            done.extend(self.compact_pool(position, left, usize::MAX, None, pinned));
         }
         done
     }
 
     /// Moves slices to make room for one reservation of `size` bytes: in the first
     /// accepting pool that [could gather](Self::could_gather) it, empties at most one
-    /// page of the tier that serves the size, moving at most `max_bytes`.
+    /// page of the tier that serves the size, within `limits`.
     pub fn compact_for(
         &mut self,
         size: u64,
-        max_bytes: u64,
-        pinned: &dyn Fn(ManagedMemoryId, u64) -> bool,
+        limits: impl Into<MoveLimits>,
+        pinned: &dyn Fn(ManagedMemoryId, u64) -> Pin,
     ) -> Compaction {
+        let limits = limits.into();
         let found = self
             .dynamic
             .iter()
             .position(|pool| pool.accept(size) && pool.could_gather(size));
         match found {
-            Some(position) => self.compact_pool(position, max_bytes, 1, Some(size), pinned),
+            Some(position) => self.compact_pool(position, limits, 1, Some(size), pinned),
             None => Compaction::default(),
         }
     }
@@ -68,21 +74,25 @@ impl<S: CopyStorage> MemoryManagement<S> {
     fn compact_pool(
         &mut self,
         position: usize,
-        max_bytes: u64,
+        limits: MoveLimits,
         max_pages: usize,
         only: Option<u64>,
-        pinned: &dyn Fn(ManagedMemoryId, u64) -> bool,
+        pinned: &dyn Fn(ManagedMemoryId, u64) -> Pin,
     ) -> Compaction {
-        if self.moved.len() >= MAX_MOVES_PENDING || max_bytes == 0 {
+        if self.moved.len() >= MAX_MOVES_PENDING || limits.max_bytes == 0 || limits.max_moves == 0 {
             return Compaction::default();
         }
+        let limits = MoveLimits {
+            max_moves: limits.max_moves.min(MAX_MOVES_PENDING - self.moved.len()),
+            ..limits
+        };
         let mut storage = Observed {
             storage: &mut self.storage,
             log: &mut self.log,
             pool: position,
         };
         let relocated =
-            self.dynamic[position].compact(&mut storage, max_bytes, max_pages, only, pinned);
+            self.dynamic[position].compact(&mut storage, limits, max_pages, only, pinned);
         let mut done = Compaction::default();
         for moved in relocated {
             done.bytes_moved += moved.from.size();

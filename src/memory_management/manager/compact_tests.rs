@@ -3,7 +3,7 @@
 
 use crate::memory_management::{
     Cleanup, CompactNow, MemoryManagement, MemoryManagementOptions, MemoryPoolOptions,
-    NothingPending, PoolType, ReserveError,
+    NothingPending, Pin, PoolType, ReserveError,
 };
 use crate::storage::BytesStorage;
 use cubecl_ir::MemoryDeviceProperties;
@@ -69,7 +69,7 @@ fn moved_slices_keep_their_bytes_and_usage_stays_exact() {
     let kept = half_full(&mut memory);
     assert_eq!(pages(&memory), 8);
     let before = memory.memory_usage();
-    let done = memory.compact(u64::MAX, &|_, _| false);
+    let done = memory.compact(u64::MAX, &|_, _| Pin::Free);
     assert_eq!(done.moves.len(), 8);
     assert_eq!(done.bytes_moved, 8 * 16 * KIB);
     let after = memory.memory_usage();
@@ -87,7 +87,7 @@ fn moved_slices_keep_their_bytes_and_usage_stays_exact() {
 fn ranges_moved_slices_left_stay_reserved_until_released() {
     let mut memory = memory(None);
     let _kept = half_full(&mut memory);
-    let done = memory.compact(u64::MAX, &|_, _| false);
+    let done = memory.compact(u64::MAX, &|_, _| Pin::Free);
     assert!(!done.is_empty());
     assert_eq!(memory.bytes_moved_pending(), done.bytes_moved);
     memory.cleanup(Cleanup::Explicit);
@@ -107,7 +107,13 @@ fn a_pinned_slice_and_its_page_stay() {
     let kept = half_full(&mut memory);
     let pinned_id = kept[0].0.descriptor().id;
     let at = memory.get_storage(&kept[0].0.clone().binding()).unwrap();
-    let done = memory.compact(u64::MAX, &|id, _| id == pinned_id);
+    let done = memory.compact(u64::MAX, &|id, _| {
+        if id == pinned_id {
+            Pin::Page
+        } else {
+            Pin::Free
+        }
+    });
     assert!(done.moves.iter().all(|moved| moved.from.0 != page_of(&at)));
     let now = memory.get_storage(&kept[0].0.clone().binding()).unwrap();
     assert_eq!((now.id, now.offset()), (at.id, at.offset()));
@@ -121,7 +127,7 @@ fn page_of(handle: &crate::storage::StorageHandle) -> u64 {
 fn the_move_bound_caps_a_pass() {
     let mut memory = memory(None);
     let _kept = half_full(&mut memory);
-    let done = memory.compact(40 * KIB, &|_, _| false);
+    let done = memory.compact(40 * KIB, &|_, _| Pin::Free);
     assert_eq!(
         done.bytes_moved,
         32 * KIB,
@@ -168,7 +174,7 @@ fn repeated_passes_come_to_rest() {
     let mut memory = memory(None);
     let kept = half_full(&mut memory);
     let mut passes = 0;
-    while !memory.compact(u64::MAX, &|_, _| false).is_empty() {
+    while !memory.compact(u64::MAX, &|_, _| Pin::Free).is_empty() {
         memory.release_moved();
         passes += 1;
         assert!(
@@ -181,4 +187,47 @@ fn repeated_passes_come_to_rest() {
     for (handle, byte) in &kept {
         assert!(read(&mut memory, handle).iter().all(|b| b == byte));
     }
+}
+
+#[test]
+fn a_slice_pinned_alone_stays_and_its_page_still_takes_moved_slices() {
+    let mut memory = memory(None);
+    let kept = half_full(&mut memory);
+    let pinned_id = kept[0].0.descriptor().id;
+    let at = memory.get_storage(&kept[0].0.clone().binding()).unwrap();
+    let pinned = |id, _| {
+        if id == pinned_id {
+            Pin::Slice
+        } else {
+            Pin::Free
+        }
+    };
+    let done = memory.compact(u64::MAX, &pinned);
+    let now = memory.get_storage(&kept[0].0.clone().binding()).unwrap();
+    assert_eq!((now.id, now.offset()), (at.id, at.offset()));
+    assert!(
+        done.moves.iter().any(|moved| moved.to.0 == page_of(&at)),
+        "the pinned slice's page took a moved slice: {:?}",
+        done.moves
+    );
+    memory.release_moved();
+    for (handle, byte) in &kept {
+        assert!(read(&mut memory, handle).iter().all(|b| b == byte));
+    }
+}
+
+#[test]
+fn the_move_count_caps_a_pass() {
+    let mut memory = memory(None);
+    let _kept = half_full(&mut memory);
+    let limits = crate::memory_management::MoveLimits {
+        max_bytes: u64::MAX,
+        max_moves: 3,
+    };
+    let done = memory.compact(limits, &|_, _| Pin::Free);
+    assert!(
+        !done.moves.is_empty() && done.moves.len() <= 3,
+        "{}",
+        done.moves.len()
+    );
 }

@@ -40,6 +40,7 @@ use super::evacuate::{self, PageCensus, Pinned, Relocated};
 use super::pages::{MAX_PAGES, Search, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
 use super::{GrowError, PoolStats, align_down, align_up};
+use crate::memory_management::MoveLimits;
 use crate::memory_management::placement::BlockId;
 use crate::storage::ComputeStorage;
 use crate::storage::CopyStorage;
@@ -352,7 +353,7 @@ impl AdaptivePool {
     pub(crate) fn compact<S: CopyStorage>(
         &mut self,
         storage: &mut S,
-        max_bytes: u64,
+        limits: MoveLimits,
         max_pages: usize,
         only: Option<u64>,
         pinned: Pinned<'_>,
@@ -379,18 +380,21 @@ impl AdaptivePool {
                 .filter(|page| page.tier as usize == dest);
             let candidates: Vec<PageCensus> = outdated.chain(current).cloned().collect();
             let spent: u64 = moved.iter().map(|m: &Relocated| m.from.size()).sum();
+            let left = MoveLimits {
+                max_bytes: limits.max_bytes.saturating_sub(spent),
+                max_moves: limits.max_moves.saturating_sub(moved.len()),
+            };
             let mut pages: Vec<Option<&mut SlicedPages>> = self
                 .tiers
                 .iter_mut()
                 .map(|tier| tier.as_mut().map(|tier| &mut tier.pages))
                 .collect();
-            let budget = max_bytes.saturating_sub(spent);
             let planned = evacuate::plan(
                 &mut pages,
                 &census,
                 &candidates,
                 dest as u32,
-                budget,
+                left,
                 max_pages,
             );
             let tiers = &mut self.tiers;

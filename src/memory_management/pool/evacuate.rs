@@ -29,13 +29,14 @@
 use super::pages::{Placement, SlicedPages};
 use super::slices::SliceTable;
 use crate::memory_management::placement::BlockId;
+use crate::memory_management::{MoveLimits, Pin};
 use crate::storage::{CopyStorage, StorageHandle};
 use cubecl_runtime::memory_management::ManagedMemoryId;
 use std::collections::BTreeMap;
 
-/// Whether an allocation must stay where it is: its id, and the id of its page (as
-/// [`PageSlices::id`](crate::memory_management::PageSlices::id)).
-pub(crate) type Pinned<'a> = &'a dyn Fn(ManagedMemoryId, u64) -> bool;
+/// Whether an allocation must stay where it is (and its page with it): by its id, and
+/// the id of its page (as [`PageSlices::id`](crate::memory_management::PageSlices::id)).
+pub(crate) type Pinned<'a> = &'a dyn Fn(ManagedMemoryId, u64) -> Pin;
 
 /// What one page holds, for choosing what to empty.
 #[derive(Debug, Clone)]
@@ -50,18 +51,21 @@ pub(crate) struct PageCensus {
 
 /// What a pass knows of a pool's pages: the candidates to empty, sparsest first (pages
 /// holding a pinned slice and pages without live slices are not candidates), and the
-/// live bytes of every page that holds any, pinned or not (the possible destinations).
+/// live bytes of every page that holds any, pinned or not (the possible destinations:
+/// all but the pages a [`Pin::Page`] closes).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Census {
     pub(crate) candidates: Vec<PageCensus>,
-    /// Live bytes of every page holding a live slice, and whether one of them is pinned.
+    /// Live bytes of every page holding a live slice, and whether one of them pins the
+    /// page ([`Pin::Page`]).
     live: BTreeMap<(u32, u32), (u64, bool)>,
 }
 
 impl Census {
     /// Whether page `page` of tier `tier` may take moved slices: it holds live slices,
-    /// none of them pinned. An empty page never does (filling it to empty another gains
-    /// nothing); a pinned one neither gives nor takes (its owner's view of it stands).
+    /// none of them pinning the page. An empty page never does (filling it to empty
+    /// another gains nothing); a page pinned whole neither gives nor takes (its owner's
+    /// view of it stands); one holding a slice pinned alone ([`Pin::Slice`]) takes.
     fn takes_moves(&self, tier: u32, page: u32) -> bool {
         self.live
             .get(&(tier, page))
@@ -71,7 +75,8 @@ impl Census {
 
 /// Counts the live slices of `slices` per page.
 pub(crate) fn census(slices: &SliceTable, pinned: Pinned<'_>) -> Census {
-    let mut pages: BTreeMap<(u32, u32), (PageCensus, bool)> = BTreeMap::new();
+    // Per page: its census, whether a slice of it stays, whether one pins it whole.
+    let mut pages: BTreeMap<(u32, u32), (PageCensus, bool, bool)> = BTreeMap::new();
     for (slot, id, slice) in slices.live_slots() {
         let entry = pages.entry((slice.tier, slice.page)).or_insert_with(|| {
             let census = PageCensus {
@@ -80,21 +85,25 @@ pub(crate) fn census(slices: &SliceTable, pinned: Pinned<'_>) -> Census {
                 live: 0,
                 slots: Vec::new(),
             };
-            (census, false)
+            (census, false, false)
         });
         let size = slice.storage.size();
         entry.0.live += size + slice.padding;
         entry.0.slots.push((slot, size, size + slice.padding));
-        entry.1 |= pinned(id, super::page_map::page_id(&slice.storage.id));
+        match pinned(id, super::page_map::page_id(&slice.storage.id)) {
+            Pin::Free => {}
+            Pin::Slice => entry.1 = true,
+            Pin::Page => (entry.1, entry.2) = (true, true),
+        }
     }
     let live = pages
         .iter()
-        .map(|(&key, (census, pinned))| (key, (census.live, *pinned)))
+        .map(|(&key, (census, _, closed))| (key, (census.live, *closed)))
         .collect();
     let mut candidates: Vec<PageCensus> = pages
         .into_values()
-        .filter(|(_, pinned)| !pinned)
-        .map(|(census, _)| census)
+        .filter(|(_, stays, _)| !stays)
+        .map(|(census, _, _)| census)
         .collect();
     candidates.sort_by_key(|census| (census.live, census.tier, census.page));
     Census { candidates, live }
@@ -109,7 +118,7 @@ pub(crate) struct Planned {
 }
 
 /// Plans the emptying of `candidates`, in order, into tier `dest` (`pages` is indexed
-/// by tier). Stops once `max_bytes` would be passed or `max_pages` pages are planned
+/// by tier). Stops once `limits` would be passed or `max_pages` pages are planned
 /// empty. Destination blocks are taken in `pages` as planned.
 ///
 /// A slice only moves into a page that holds live slices, never into an empty one:
@@ -121,7 +130,7 @@ pub(crate) fn plan(
     census: &Census,
     candidates: &[PageCensus],
     dest: u32,
-    max_bytes: u64,
+    limits: MoveLimits,
     max_pages: usize,
 ) -> Vec<Planned> {
     let mut planned = Vec::new();
@@ -136,7 +145,8 @@ pub(crate) fn plan(
         if emptied.len() >= max_pages {
             break;
         }
-        if bytes.saturating_add(candidate.live) > max_bytes
+        if bytes.saturating_add(candidate.live) > limits.max_bytes
+            || planned.len().saturating_add(candidate.slots.len()) > limits.max_moves
             || (candidate.tier == dest && received.contains(&candidate.page))
         {
             continue;

@@ -17,6 +17,7 @@ pub(crate) mod slices;
 pub(crate) mod solo_pages;
 pub(crate) mod whole_page;
 
+use crate::memory_management::MoveLimits;
 use crate::memory_management::placement::BlockId;
 use crate::storage::{ComputeStorage, CopyStorage};
 use adaptive::AdaptivePool;
@@ -179,16 +180,14 @@ impl DynamicPool {
     pub(crate) fn compact<S: CopyStorage>(
         &mut self,
         storage: &mut S,
-        max_bytes: u64,
+        limits: MoveLimits,
         max_pages: usize,
         only: Option<u64>,
         pinned: Pinned<'_>,
     ) -> Vec<Relocated> {
         match self {
-            DynamicPool::Sliced(pool) => pool.compact(storage, max_bytes, max_pages, pinned),
-            DynamicPool::Adaptive(pool) => {
-                pool.compact(storage, max_bytes, max_pages, only, pinned)
-            }
+            DynamicPool::Sliced(pool) => pool.compact(storage, limits, max_pages, pinned),
+            DynamicPool::Adaptive(pool) => pool.compact(storage, limits, max_pages, only, pinned),
             DynamicPool::WholePage(_) => Vec::new(),
         }
     }

@@ -4,6 +4,7 @@ use super::evacuate::{self, Pinned, Relocated};
 use super::pages::{MAX_PAGES, Search, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
 use super::{GrowError, PoolStats, align_down, align_up};
+use crate::memory_management::MoveLimits;
 use crate::memory_management::placement::BlockId;
 use crate::storage::ComputeStorage;
 use crate::storage::CopyStorage;
@@ -147,7 +148,7 @@ impl SlicedPool {
     pub(crate) fn compact<S: CopyStorage>(
         &mut self,
         storage: &mut S,
-        max_bytes: u64,
+        limits: MoveLimits,
         max_pages: usize,
         pinned: Pinned<'_>,
     ) -> Vec<Relocated> {
@@ -159,7 +160,7 @@ impl SlicedPool {
             &census,
             &census.candidates,
             0,
-            max_bytes,
+            limits,
             max_pages,
         );
         let pages = &mut self.pages;
