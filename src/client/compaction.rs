@@ -52,6 +52,7 @@ impl Client {
     /// once the device is done with it.
     pub fn cleanup(&self) {
         let _ = self.flush();
+        self.shared.export_epoch.advance();
         self.poll(wgpu::PollType::Poll);
         if let Err(error) = self.compact_and_give_back(true) {
             tracing::warn!(%error, "cleanup: the compaction's copies were refused");
@@ -83,6 +84,9 @@ impl Client {
             let (done, batch, before, pages_before) = {
                 let mut server = self.shared.server.lock();
                 server.check_lost("compact")?;
+                // Dropped handles and ended export holds first: their slices are
+                // free, not moved.
+                server.release_dropped();
                 let before = reserved_bytes(&server);
                 let pages_before = server.main_pages();
                 let max = server.max_move_bytes();

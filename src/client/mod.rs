@@ -88,6 +88,9 @@ struct Shared {
     error_handlers: Mutex<Vec<UncapturedErrorCallback>>,
     /// Upload staging bytes submitted and not yet mapped again.
     uploads_in_flight: Arc<AtomicU64>,
+    /// Advanced by the application's submissions through `queue()`, its syncs and
+    /// cleanups: ends the holds of exported slices (see `server::exports`).
+    export_epoch: Arc<crate::server::ExportEpoch>,
     /// The history ring, label scopes and live allocations' labels (their own mutex:
     /// a handle's last clone records its free without the server's lock).
     history: Arc<Mutex<History>>,
@@ -149,6 +152,7 @@ impl Client {
         let lost = DeviceLoss::default();
         let server = Server::new(device.clone(), layout, lost.clone());
         let uploads_in_flight = server.upload_in_flight();
+        let export_epoch = server.export_epoch();
         let poller = Arc::new(Poller::new(device.clone()));
         let client = Self {
             shared: Arc::new(Shared {
@@ -165,6 +169,7 @@ impl Client {
                 listeners: Mutex::new(Vec::new()),
                 error_handlers: Mutex::new(Vec::new()),
                 uploads_in_flight,
+                export_epoch,
                 history: Arc::new(Mutex::new(History::new(0))),
                 oom_snapshot: Mutex::new(None),
                 records_file: Mutex::new(None),
@@ -488,10 +493,12 @@ impl Client {
     /// Submits the client's recorded work first, so that the application's own
     /// submissions made after this call see every earlier write and launch.
     ///
-    /// The slice stays reserved while the resource or a handle lives, and after both are
-    /// dropped until this thread's next submission through
-    /// [`queue`](Self::queue)`().submit(..)`: work the application recorded on it and
-    /// submits there runs before any new allocation can take the slice (at most
+    /// The slice does not move (no compaction takes it or its page) while the resource
+    /// or a clone of it lives. It stays reserved while the resource or a handle lives,
+    /// and after both are dropped until the application's next submission through
+    /// [`queue`](Self::queue)`().submit(..)` (from any thread), [`sync`](Self::sync) or
+    /// [`cleanup`](Self::cleanup): work the application recorded on it and submits
+    /// there runs before any new allocation can take the slice (at most
     /// [`MAX_HELD_EXPORTS`] slices are held so; see the README, "What the client asks of
     /// the application").
     ///
@@ -500,8 +507,24 @@ impl Client {
     /// handle of another client; [`ClientError::DeviceLost`] or [`ClientError::Wgpu`] when
     /// the recorded work cannot be submitted.
     pub fn resource(&self, handle: &Handle) -> Result<HandleResource, ClientError> {
+        // Pinned first: no compaction recorded from here on moves the slice, and the
+        // flush puts every move recorded before on the queue (a batch another thread
+        // took is submitted before this thread gets the submit turn), so the place
+        // handed out is where the bytes are once the application's work runs.
+        let pin = {
+            let server = self.shared.server.lock();
+            server.check_owner(handle, "resource")?;
+            server.pin(handle)
+        };
         self.flush()?;
-        self.shared.server.lock().export_resource(handle)
+        self.shared.server.lock().export_resource(handle, pin)
+    }
+
+    /// Exported slices still held after their last drop, waiting for a submission
+    /// through [`queue`](Self::queue), a [`sync`](Self::sync) or a
+    /// [`cleanup`](Self::cleanup) (at most [`MAX_HELD_EXPORTS`]).
+    pub fn held_exports(&self) -> usize {
+        self.shared.server.lock().held_exports()
     }
 
     /// The memory report: the main pools, and the staging memory as the auxiliary memory
@@ -521,6 +544,7 @@ impl Client {
     pub fn install_memory_pools(&self, config: &MemoryPoolsConfig) -> Result<(), ClientError> {
         let layout = config.resolve(&storage_memory_properties(&self.device().limits()))?;
         let mut server = self.shared.server.lock();
+        server.release_dropped();
         let before = reserved_bytes(&server.memory_report());
         // The install gives every free page back before it swaps the pools; doing that
         // here first, and recording those pages now, names them after the pools that
@@ -543,6 +567,7 @@ impl Client {
     /// wgpu refuses the recorded batch or the wait fails.
     pub fn sync(&self) -> Result<(), ClientError> {
         self.flush()?;
+        self.shared.export_epoch.advance();
         let device = &self.shared.device;
         let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             device.poll(wgpu::PollType::wait_indefinitely())

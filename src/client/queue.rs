@@ -9,7 +9,7 @@ use super::Client;
 /// - [`submit`](Self::submit) first submits the work the client recorded, then the
 ///   application's command buffers, and counts the submission: a slice exported by
 ///   [`Client::resource`] stays reserved after its last drop until such a submission
-///   from the thread that exported it
+///   (from any thread), a [`Client::sync`] or a [`Client::cleanup`]
 ///   (see the README, "What the client asks of the application").
 /// - [`write_buffer`](Self::write_buffer) first submits the work the client recorded,
 ///   so the write runs after every launch and write made before it, even through a
@@ -42,7 +42,7 @@ impl ClientQueue<'_> {
         let _turn = self.client.turn();
         let _ = self.client.flush();
         let submission = shared.queue.submit(command_buffers);
-        shared.server.lock().app_submitted();
+        shared.export_epoch.advance();
         submission
     }
 

@@ -2,12 +2,21 @@
 //! join in program order, and the submission of it as one batch.
 //!
 //! wgpu validates what is encoded into a command encoder when the encoder is finished,
-//! so a batch fails or succeeds whole. What wgpu reports for one operation at encoding
-//! time (a bind group, a pipeline, our own limit checks) stays that operation's error;
-//! an error reported when the batch is finished or submitted claims the bytes of every
-//! output the batch wrote (the launches' outputs and the writes' ranges), because none
-//! of them is known to have run. The batch keeps only weak references to those outputs,
-//! so a handle dropped before the submit is freed as usual.
+//! so an encoder fails or succeeds whole. What wgpu reports for one operation at
+//! encoding time (a bind group, a pipeline, our own limit checks) stays that operation's
+//! error; an error reported when an encoder is finished or submitted claims the bytes of
+//! every output it wrote (the launches' outputs and the writes' ranges), because none of
+//! them is known to have run. The batch keeps only weak references to those outputs, so
+//! a handle dropped before the submit is freed as usual.
+//!
+//! A compaction's copies are a **segment** of their own: the work recorded before them
+//! is sealed into one encoder, the copies go into a second, and later work opens a
+//! third. The segments are submitted one by one, in order, each inside its own error
+//! scopes, so a failure of the application's work never claims a slice whose only part
+//! in the batch was to move: its bytes were whole where it left, and the copy that ran
+//! put them where it is now. A failed segment of work also claims the outputs of the
+//! segments of work after it (they may have read what it left unwritten); a segment of
+//! moves is claimed only by its own failure.
 
 use super::upload_page::UploadPage;
 use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
@@ -52,9 +61,20 @@ impl Default for SubmitPolicy {
 /// groups it keeps alive, for streams of tiny or unaligned writes that count few bytes.
 pub const MAX_BATCH_COMMANDS: u32 = 4096;
 
+/// A sealed part of a batch: one encoder, and the outputs it writes.
+struct Segment {
+    encoder: wgpu::CommandEncoder,
+    outputs: Vec<(WeakMemoryBinding, Range<u64>)>,
+    /// Only a compaction's copies: claimed by nothing but its own failure.
+    moves: bool,
+}
+
 /// The work recorded since the last submit.
 #[derive(Default)]
 pub(crate) struct PendingWork {
+    /// Segments sealed before the open encoder, oldest first (at most two per
+    /// compaction recorded in the batch).
+    sealed: Vec<Segment>,
     encoder: Option<wgpu::CommandEncoder>,
     pass: Option<wgpu::ComputePass<'static>>,
     /// Bytes the batch writes: claimed by the batch's failure if it fails. Bounded by
@@ -67,12 +87,14 @@ pub(crate) struct PendingWork {
     bytes: u64,
     /// Copies and dispatches recorded, at most [`MAX_BATCH_COMMANDS`] before a submit.
     commands: u32,
+    /// Compactions recorded so far, over the client's life (never reset): an operation
+    /// compares it before and after resolving locations (`Server::check_unmoved`).
+    moves_recorded: u64,
 }
 
 /// A batch taken out of the pending work, ready to submit (without the client's lock).
 pub(crate) struct Batch {
-    encoder: Option<wgpu::CommandEncoder>,
-    outputs: Vec<(WeakMemoryBinding, Range<u64>)>,
+    segments: Vec<Segment>,
     uploads: Vec<UploadPage>,
 }
 
@@ -117,6 +139,56 @@ impl PendingWork {
         self.outputs.push((binding.downgrade(), range));
     }
 
+    /// Records a compaction's copies as a segment of their own (see the module docs):
+    /// `record` encodes them, `moved` are the moved slices (outputs of the segment) and
+    /// `copies` the number of copies, each counted as a command.
+    pub(crate) fn record_moves(
+        &mut self,
+        device: &wgpu::Device,
+        copies: usize,
+        record: impl FnOnce(&mut wgpu::CommandEncoder),
+        moved: Vec<(WeakMemoryBinding, Range<u64>)>,
+    ) {
+        self.seal(false);
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("wgpu-memory compaction"),
+        });
+        record(&mut encoder);
+        self.sealed.push(Segment {
+            encoder,
+            outputs: moved,
+            moves: true,
+        });
+        self.moves_recorded += 1;
+        self.commands = self
+            .commands
+            .saturating_add(u32::try_from(copies).unwrap_or(u32::MAX));
+    }
+
+    /// Seals the open encoder, with the outputs noted so far, into a segment.
+    fn seal(&mut self, moves: bool) {
+        self.pass = None;
+        if let Some(encoder) = self.encoder.take() {
+            self.sealed.push(Segment {
+                encoder,
+                outputs: std::mem::take(&mut self.outputs),
+                moves,
+            });
+        }
+    }
+
+    /// Compactions recorded so far (see the field).
+    pub(crate) fn moves_recorded(&self) -> u64 {
+        self.moves_recorded
+    }
+
+    /// Counts `count` more commands (copies) recorded by one operation.
+    pub(crate) fn count_commands(&mut self, count: usize) {
+        self.commands = self
+            .commands
+            .saturating_add(u32::try_from(count).unwrap_or(u32::MAX));
+    }
+
     /// Notes an upload staging page the batch copies from (once per page).
     pub(crate) fn upload(&mut self, page: UploadPage) {
         self.uploads.push(page);
@@ -145,15 +217,14 @@ impl PendingWork {
 
     /// Whether anything is recorded.
     pub(crate) fn is_empty(&self) -> bool {
-        self.encoder.is_none() && self.uploads.is_empty()
+        self.encoder.is_none() && self.sealed.is_empty() && self.uploads.is_empty()
     }
 
     /// Takes everything recorded as one batch; the pending work starts empty.
     pub(crate) fn take(&mut self) -> Batch {
-        self.pass = None;
+        self.seal(false);
         let batch = Batch {
-            encoder: self.encoder.take(),
-            outputs: std::mem::take(&mut self.outputs),
+            segments: std::mem::take(&mut self.sealed),
             uploads: std::mem::take(&mut self.uploads),
         };
         self.dispatches = 0;
@@ -164,22 +235,19 @@ impl PendingWork {
 }
 
 impl Batch {
-    /// Finishes and submits the batch inside error scopes; upload pages are unmapped
-    /// first (a submission may not use a mapped buffer) and mapped again behind it.
+    /// Finishes and submits the batch's segments in order, each inside its own error
+    /// scopes; upload pages are unmapped first (a submission may not use a mapped
+    /// buffer) and mapped again behind the last.
     ///
     /// # Errors
-    /// [`BatchFailure`] when wgpu reports an error for the batch: its outputs, still
-    /// alive, are returned to be claimed.
+    /// [`BatchFailure`] when wgpu reports an error for a segment: the outputs to claim
+    /// (see the module docs), still alive, are returned. The other segments ran.
     pub(crate) fn submit(
         self,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
     ) -> Result<wgpu::SubmissionIndex, BatchFailure> {
-        let Batch {
-            encoder,
-            outputs,
-            uploads,
-        } = self;
+        let Batch { segments, uploads } = self;
         // Unmapped in scopes of their own: an unmap wgpu refuses is no error of the
         // recorded work, so it must not fail the batch and claim outputs that ran.
         let ((), unmap_error) = capture(device, || {
@@ -192,23 +260,40 @@ impl Batch {
         }
         // Should an application callback panic inside the submit, dropping `uploads`
         // while unwinding maps each page again (`UploadPage`'s guard).
-        let (submission, error) = capture(device, || {
-            let buffers = encoder.map(|encoder| encoder.finish());
-            queue.submit(buffers)
-        });
+        let mut failure: Option<BatchFailure> = None;
+        let mut last = None;
+        for segment in segments {
+            let (index, error) = capture(device, || queue.submit([segment.encoder.finish()]));
+            last = Some(index);
+            let claimed = error.is_some() || (failure.is_some() && !segment.moves);
+            if let Some(error) = error
+                && failure.is_none()
+            {
+                failure = Some(BatchFailure {
+                    destroyed: destroyed_resource(&error),
+                    message: error.to_string(),
+                    outputs: Vec::new(),
+                });
+            }
+            if claimed && let Some(failure) = failure.as_mut() {
+                let alive = segment
+                    .outputs
+                    .into_iter()
+                    .filter_map(|(weak, range)| Some((weak.upgrade()?, range)));
+                failure.outputs.extend(alive);
+            }
+        }
+        // A batch of upload pages alone still submits once: their maps follow it.
+        let submission = match last {
+            Some(index) => index,
+            None => queue.submit(std::iter::empty()),
+        };
         for page in uploads {
             page.remap();
         }
-        match error {
+        match failure {
             None => Ok(submission),
-            Some(error) => Err(BatchFailure {
-                destroyed: destroyed_resource(&error),
-                message: error.to_string(),
-                outputs: outputs
-                    .into_iter()
-                    .filter_map(|(weak, range)| Some((weak.upgrade()?, range)))
-                    .collect(),
-            }),
+            Some(failure) => Err(failure),
         }
     }
 }

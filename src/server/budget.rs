@@ -51,7 +51,8 @@ impl Server {
                 pending: &mut server.pending,
                 device: &server.device,
                 pins: &server.pins,
-                destroyed: server.destroyed.page_ids(),
+                exports: &mut server.exports,
+                destroyed: &mut server.destroyed,
                 max_bytes: server.max_move_bytes,
             };
             let memory = server.main.reserve_making_room(size, &mut idle, &mut room);

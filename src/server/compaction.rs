@@ -27,8 +27,11 @@
 
 use super::Server;
 use super::batch::PendingWork;
+use super::destroyed::DestroyedPages;
+use super::exports::Exports;
 use crate::memory_management::{
-    Compaction, DEFAULT_MAX_MOVE_BYTES, MakeRoom, ManagedMemoryId, MemoryManagement, RoomFor,
+    Compaction, DEFAULT_MAX_MOVE_BYTES, MakeRoom, ManagedMemoryId, MemoryManagement, MoveLimits,
+    Pin, RoomFor,
 };
 use crate::storage::WgpuStorage;
 use parking_lot::Mutex;
@@ -108,16 +111,62 @@ pub(crate) struct DeviceCompaction {
     pub(crate) bytes_moved: u64,
 }
 
+/// What a compaction pass may move, taken once per pass: slices whose address left the
+/// client stay with their page ([`Pin::Page`]): a live `HandleResource`, a read in flight,
+/// every slice of a page the application destroyed; a held export whose resource is gone
+/// stays alone ([`Pin::Slice`]).
+pub(crate) struct PinRule {
+    pinned: HashMap<ManagedMemoryId, u32>,
+    held: HashMap<ManagedMemoryId, Pin>,
+    destroyed: Vec<u64>,
+}
+
+impl PinRule {
+    /// Takes the pins for one pass: probes the pages of holds not yet probed (see
+    /// `exports`) first, so a page the application destroyed neither gives nor takes.
+    pub(crate) fn take(
+        pins: &PinTable,
+        exports: &mut Exports,
+        destroyed: &mut DestroyedPages,
+        device: &wgpu::Device,
+        main: &mut MemoryManagement<WgpuStorage>,
+    ) -> Self {
+        let (held, probe) = exports.pins(main);
+        if !probe.is_empty() {
+            destroyed.probe_ids(device, main, &probe);
+        }
+        Self {
+            pinned: pins.pinned(),
+            held,
+            destroyed: destroyed.page_ids(),
+        }
+    }
+
+    /// How the slice `id` in page `page` may move.
+    pub(crate) fn pin(&self, id: ManagedMemoryId, page: u64) -> Pin {
+        if self.pinned.contains_key(&id) || self.destroyed.contains(&page) {
+            Pin::Page
+        } else {
+            self.held.get(&id).copied().unwrap_or(Pin::Free)
+        }
+    }
+}
+
 impl Server {
     /// Moves live, unpinned slices of the main memory out of their sparsest pages, at
     /// most `max_bytes` of them, with the copies recorded in the pending batch. The pages
     /// it empties are given back by the cleanup that follows the batch's take.
     pub(crate) fn compact(&mut self, max_bytes: u64) -> DeviceCompaction {
-        let pins = self.pins.pinned();
-        let destroyed = self.destroyed.page_ids();
-        let pinned =
-            |id: ManagedMemoryId, page: u64| pins.contains_key(&id) || destroyed.contains(&page);
-        let done = self.main.compact(max_bytes, &pinned);
+        let rule = PinRule::take(
+            &self.pins,
+            &mut self.exports,
+            &mut self.destroyed,
+            &self.device,
+            &mut self.main,
+        );
+        let done = self
+            .main
+            .compact(pass_limits(max_bytes), &|id, page| rule.pin(id, page));
         record_moves(&mut self.pending, &self.device, &mut self.main, &done);
         DeviceCompaction {
             moves: done.moves.len(),
@@ -141,8 +190,8 @@ pub(crate) const fn default_max_move_bytes() -> u64 {
     DEFAULT_MAX_MOVE_BYTES
 }
 
-/// Records the copies the storage queued for `done` into the pending encoder, in order,
-/// and notes each moved slice as an output of the batch.
+/// Records the copies the storage queued for `done` as a segment of the pending batch
+/// of their own (see `batch`), in order, and notes each moved slice as its output.
 fn record_moves(
     pending: &mut PendingWork,
     device: &wgpu::Device,
@@ -153,15 +202,32 @@ fn record_moves(
     if copies.is_empty() {
         return;
     }
-    let encoder = pending.encoder(device);
-    for copy in &copies {
-        copy.record(encoder);
-    }
-    for (moved, copy) in done.moves.iter().zip(&copies) {
-        if let Some(binding) = moved.binding.upgrade() {
-            pending.output(&binding, 0..moved.bytes);
-        }
-        pending.count_bytes(copy.size);
+    let moved = done
+        .moves
+        .iter()
+        .map(|moved| (moved.binding.clone(), 0..moved.bytes))
+        .collect();
+    let bytes: u64 = copies.iter().map(|copy| copy.size).sum();
+    pending.record_moves(
+        device,
+        copies.len(),
+        |encoder| {
+            for copy in &copies {
+                copy.record(encoder);
+            }
+        },
+        moved,
+    );
+    pending.count_bytes(bytes);
+}
+
+/// The bounds of one compaction pass on the device: `max_bytes`, and at most
+/// [`MAX_BATCH_COMMANDS`](super::MAX_BATCH_COMMANDS) copies, so one pass never makes a
+/// batch carry more than that bound of commands beyond what was already recorded.
+pub(crate) fn pass_limits(max_bytes: u64) -> MoveLimits {
+    MoveLimits {
+        max_bytes,
+        max_moves: super::MAX_BATCH_COMMANDS as usize,
     }
 }
 
@@ -172,8 +238,9 @@ pub(crate) struct RoomInBatch<'a> {
     pub(crate) pending: &'a mut PendingWork,
     pub(crate) device: &'a wgpu::Device,
     pub(crate) pins: &'a PinTable,
+    pub(crate) exports: &'a mut Exports,
     /// Pages the application destroyed: they neither give nor take moved slices.
-    pub(crate) destroyed: Vec<u64>,
+    pub(crate) destroyed: &'a mut DestroyedPages,
     pub(crate) max_bytes: u64,
 }
 
@@ -187,13 +254,12 @@ impl MakeRoom<WgpuStorage> for RoomInBatch<'_> {
         if self.max_bytes == 0 {
             return false;
         }
-        let pins = self.pins.pinned();
-        let destroyed = &self.destroyed;
-        let pinned =
-            |id: ManagedMemoryId, page: u64| pins.contains_key(&id) || destroyed.contains(&page);
+        let rule = PinRule::take(self.pins, self.exports, self.destroyed, self.device, memory);
+        let pinned = |id: ManagedMemoryId, page: u64| rule.pin(id, page);
+        let limits = pass_limits(self.max_bytes);
         let done = match why {
-            RoomFor::Gather => memory.compact_for(size, self.max_bytes, &pinned),
-            RoomFor::OutOfRoom => memory.compact(self.max_bytes, &pinned),
+            RoomFor::Gather => memory.compact_for(size, limits, &pinned),
+            RoomFor::OutOfRoom => memory.compact(limits, &pinned),
         };
         record_moves(self.pending, self.device, memory, &done);
         memory.release_moved();

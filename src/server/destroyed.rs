@@ -144,6 +144,44 @@ pub(crate) fn page_destroyed(operation: &str, handles: Vec<ManagedMemoryId>) -> 
     }
 }
 
+impl DestroyedPages {
+    /// Probes the pages of `main` named by `ids` and remembers those the application
+    /// destroyed (see [`is_destroyed`]: no submit, no callback, safe under the client's
+    /// lock). For the compaction's planning: a page the application held the buffer of
+    /// is suspect until probed.
+    pub(crate) fn probe_ids(
+        &mut self,
+        device: &wgpu::Device,
+        main: &mut crate::memory_management::MemoryManagement<crate::storage::WgpuStorage>,
+        ids: &[u64],
+    ) {
+        for (id, buffer) in self.probe(device, main, |id, _| ids.contains(&id)) {
+            tracing::error!(page = id, "the application destroyed a page of the main memory");
+            self.insert(id, buffer);
+        }
+    }
+
+    /// The pages of `main` that `candidate` names and wgpu reports destroyed.
+    fn probe(
+        &mut self,
+        device: &wgpu::Device,
+        main: &mut crate::memory_management::MemoryManagement<crate::storage::WgpuStorage>,
+        candidate: impl Fn(u64, &wgpu::Buffer) -> bool,
+    ) -> Vec<(u64, wgpu::Buffer)> {
+        let layout = self
+            .probe
+            .get_or_insert_with(|| probe_layout(device))
+            .clone();
+        main.storage()
+            .pages()
+            .map(|(id, buffer)| (page_id(id), buffer))
+            .filter(|(id, buffer)| candidate(*id, buffer))
+            .filter(|(_, buffer)| is_destroyed(device, &layout, buffer))
+            .map(|(id, buffer)| (id, buffer.clone()))
+            .collect()
+    }
+}
+
 impl super::Server {
     /// After wgpu refused work with a destroyed resource: finds the destroyed pages
     /// among `candidates` (every main page when `None`), remembers them, and returns the
@@ -152,20 +190,9 @@ impl super::Server {
         &mut self,
         candidates: Option<&[wgpu::Buffer]>,
     ) -> Vec<ManagedMemoryId> {
-        let layout = self
-            .destroyed
-            .probe
-            .get_or_insert_with(|| probe_layout(&self.device))
-            .clone();
-        let device = self.device.clone();
-        let pages: Vec<(u64, wgpu::Buffer)> = self
-            .main
-            .storage()
-            .pages()
-            .filter(|(_, buffer)| candidates.is_none_or(|list| list.contains(buffer)))
-            .filter(|(_, buffer)| is_destroyed(&device, &layout, buffer))
-            .map(|(id, buffer)| (page_id(id), buffer.clone()))
-            .collect();
+        let pages = self.destroyed.probe(&self.device, &mut self.main, |_, buffer| {
+            candidates.is_none_or(|list| list.contains(buffer))
+        });
         self.pages_destroyed(pages)
     }
 

@@ -4,126 +4,153 @@
 //! The contract (README, "What the client asks of the application"): the application
 //! submits command buffers that use the client's slices through `Client::queue()`. A
 //! slice whose resource was exported then stays reserved, after its last `Handle` and
-//! `HandleResource` are dropped, until the exporting thread's next submission through
-//! `Client::queue()` (per thread: another thread's submission says nothing of the
-//! encoder this thread is still recording):
+//! `HandleResource` are dropped, until the application's next submission through
+//! `Client::queue()` from any thread, or its next `Client::sync()` or
+//! `Client::cleanup()`:
 //!
-//! 1. [`Server::export`] keeps a binding of the slice, stamped with the exporting thread
-//!    and the number of that thread's submissions seen so far;
-//! 2. the client counts each submission made through its queue, per thread
-//!    ([`Server::app_submitted`], after wgpu took it);
-//! 3. the first reservation after such a submission lets go of the bindings whose
-//!    thread has submitted since their stamp ([`Server::release_exports`], one pass over
-//!    the held exports per application submission), and releases their slices in O(1)
-//!    when nothing else holds them.
+//! 1. [`Server::export`] keeps a binding of the slice, and the resource it hands out
+//!    carries an [`ExportLife`]: while any clone of that resource lives the slice is
+//!    pinned whole (its page neither gives nor takes moved slices: the application holds
+//!    the page's buffer, and may even destroy it);
+//! 2. when the resource's last clone is dropped, its life records the **export epoch**
+//!    at that moment; the epoch counts the application's submissions through the
+//!    client's queue and its syncs and cleanups ([`ExportEpoch::advance`]), from any
+//!    thread;
+//! 3. the first reservation (or cleanup) after the epoch moved on lets go of every hold
+//!    whose resource was dropped at an earlier epoch ([`Server::release_exports`], one
+//!    pass over the holds per epoch), and releases its slice in O(1) when nothing else
+//!    holds it.
 //!
 //! So work the application records on an exported slice, then submits through
 //! `Client::queue()`, is on the queue before any new work of the client's can land on
-//! that slice: the natural helper shape (record a pass on a resource, drop it, make a new
-//! handle, submit) cannot be corrupted by accident. At most [`MAX_HELD_EXPORTS`] are held;
-//! past that the oldest is let go (with a warning), which only an application that
-//! exports that many slices without ever submitting through the client's queue meets.
+//! that slice. A hold whose resource is gone but whose epoch has not passed yet keeps
+//! only its own slice in place ([`Pin::Slice`](crate::memory_management::Pin)): its
+//! page may still take moved slices, once a probe has shown the application did not
+//! destroy it while it held the buffer. At most [`MAX_HELD_EXPORTS`] are held; past that
+//! the oldest is let go (with a warning), which only an application that exports that
+//! many slices without ever submitting, syncing or cleaning up meets.
 
 use super::Server;
 use super::handle::Handle;
-use cubecl_runtime::memory_management::{ManagedMemoryBinding, ManagedMemoryId, MemoryLocation};
-use std::collections::VecDeque;
-use std::thread::ThreadId;
+use crate::memory_management::{MemoryManagement, Pin, page_id};
+use crate::storage::WgpuStorage;
+use cubecl_runtime::memory_management::{ManagedMemoryBinding, ManagedMemoryId};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bound on the exported slices held waiting for an application submission.
 pub const MAX_HELD_EXPORTS: usize = 1 << 16;
 
-/// Bound on the threads whose submissions are counted; past it the thread that
-/// submitted longest ago is forgotten (its holds then last until
-/// [`MAX_HELD_EXPORTS`] pushes them out).
-pub const MAX_SUBMITTING_THREADS: usize = 1024;
+/// A resource's life still going on.
+const ALIVE: u64 = u64::MAX;
 
-/// Exported slices held, oldest first, and the application submissions counted.
+/// The application's submissions through the client's queue, syncs and cleanups,
+/// counted (shared with the client, advanced without the server's lock).
+#[derive(Debug, Default)]
+pub(crate) struct ExportEpoch(AtomicU64);
+
+impl ExportEpoch {
+    /// Counts one submission, sync or cleanup of the application's.
+    pub(crate) fn advance(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn now(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Carried by every clone of an exported [`HandleResource`](super::HandleResource):
+/// dropped with the last one, it records the epoch at which the application let go of
+/// the slice's address.
+#[derive(Debug)]
+pub(crate) struct ExportLife {
+    epoch: Arc<ExportEpoch>,
+    dropped_at: Arc<AtomicU64>,
+}
+
+impl Drop for ExportLife {
+    fn drop(&mut self) {
+        self.dropped_at.store(self.epoch.now(), Ordering::Release);
+    }
+}
+
+/// Exported slices held, oldest first, and the epoch of the last pass over them.
 #[derive(Default)]
 pub(crate) struct Exports {
     held: VecDeque<Held>,
-    /// Submissions through the client's queue, per thread (at most
-    /// [`MAX_SUBMITTING_THREADS`], the most recent last).
-    submits: Vec<(ThreadId, u64)>,
-    /// Set by a submission, cleared by the pass that looks at the holds.
-    submitted: bool,
+    epoch: Arc<ExportEpoch>,
+    /// The epoch the last pass over the holds saw.
+    seen: u64,
 }
 
 struct Held {
     binding: ManagedMemoryBinding,
-    /// The application may still use the slice's address: it must not move.
-    _pin: super::compaction::PinGuard,
     id: ManagedMemoryId,
-    location: MemoryLocation,
-    /// The exporting thread, and its submissions counted when it exported.
-    thread: ThreadId,
-    stamp: u64,
+    /// The epoch at which the resource's last clone was dropped ([`ALIVE`] until then).
+    dropped_at: Arc<AtomicU64>,
+    /// Whether a probe showed the slice's page intact after the resource was dropped.
+    verified: bool,
+}
+
+impl Held {
+    fn dropped_at(&self) -> u64 {
+        self.dropped_at.load(Ordering::Acquire)
+    }
 }
 
 impl Exports {
-    /// The submissions counted for `thread` (0 for one never seen, or forgotten).
-    fn submits_of(&self, thread: ThreadId) -> Option<u64> {
-        self.submits
-            .iter()
-            .find(|(id, _)| *id == thread)
-            .map(|(_, count)| *count)
+    /// The epoch the client advances on the application's submissions, syncs and
+    /// cleanups.
+    pub(crate) fn epoch(&self) -> Arc<ExportEpoch> {
+        self.epoch.clone()
+    }
+
+    /// Exports held (tests check the bound and the releases).
+    pub(crate) fn len(&self) -> usize {
+        self.held.len()
     }
 }
 
 impl Server {
-    /// Notes that `handle`'s slice was exported (step 1).
-    pub(crate) fn export(&mut self, handle: &Handle) {
-        let thread = std::thread::current().id();
-        let stamp = self.exports.submits_of(thread).unwrap_or(0);
-        let binding = handle.binding();
-        let id = binding.id();
-        let location = binding.descriptor().location();
+    /// Notes that `handle`'s slice was exported (step 1); returns the life the exported
+    /// resource carries.
+    pub(crate) fn export(&mut self, handle: &Handle) -> Arc<ExportLife> {
         if self.exports.held.len() >= MAX_HELD_EXPORTS
             && let Some(oldest) = self.exports.held.pop_front()
         {
             tracing::warn!(
                 held = MAX_HELD_EXPORTS,
-                "exported slices held past the bound with no submission through Client::queue(): the oldest is let go"
+                "exported slices held past the bound with no submission through Client::queue(), sync or cleanup: the oldest is let go"
             );
             self.let_go(oldest);
         }
-        let pin = self.pin(handle);
+        let dropped_at = Arc::new(AtomicU64::new(ALIVE));
+        let binding = handle.binding();
         self.exports.held.push_back(Held {
+            id: binding.id(),
             binding,
-            _pin: pin,
-            id,
-            location,
-            thread,
-            stamp,
+            dropped_at: dropped_at.clone(),
+            verified: false,
         });
+        Arc::new(ExportLife {
+            epoch: self.exports.epoch.clone(),
+            dropped_at,
+        })
     }
 
-    /// Counts a submission of the application's through the client's queue, made by
-    /// the calling thread (step 2).
-    pub(crate) fn app_submitted(&mut self) {
-        let thread = std::thread::current().id();
-        let submits = &mut self.exports.submits;
-        let count = match submits.iter().position(|(id, _)| *id == thread) {
-            Some(at) => submits.remove(at).1 + 1,
-            None => 1,
-        };
-        if submits.len() >= MAX_SUBMITTING_THREADS {
-            submits.remove(0);
-        }
-        submits.push((thread, count));
-        self.exports.submitted = true;
-    }
-
-    /// Lets go of every export whose thread submitted since it was stamped (step 3).
-    /// O(1) unless an application submission happened since the last pass.
+    /// Lets go of every hold whose resource was dropped before the current epoch
+    /// (step 3). O(1) unless the epoch moved since the last pass.
     pub(crate) fn release_exports(&mut self) {
-        if !std::mem::take(&mut self.exports.submitted) {
+        let now = self.exports.epoch.now();
+        if now == self.exports.seen {
             return;
         }
+        self.exports.seen = now;
         let held = std::mem::take(&mut self.exports.held);
-        let (done, kept): (VecDeque<Held>, VecDeque<Held>) = held
-            .into_iter()
-            .partition(|held| self.exports.submits_of(held.thread).unwrap_or(0) > held.stamp);
+        let (done, kept): (VecDeque<Held>, VecDeque<Held>) =
+            held.into_iter().partition(|held| held.dropped_at() < now);
         self.exports.held = kept;
         for held in done {
             self.let_go(held);
@@ -131,13 +158,58 @@ impl Server {
     }
 
     fn let_go(&mut self, held: Held) {
-        let Held {
-            binding,
-            id,
-            location,
-            ..
-        } = held;
+        let Held { binding, id, .. } = held;
+        let location = binding.descriptor().location();
         drop(binding);
         self.main.release(id, location);
+    }
+}
+
+impl Exports {
+    /// The holds' part of a compaction's pins: each held slice whose resource is gone
+    /// stays where it is ([`Pin::Slice`]). Returns them with the pages not yet probed
+    /// since their resource was dropped: the caller probes those (the application may
+    /// have destroyed the buffer while it held it) before planning. Slices whose
+    /// resource lives are pinned whole by the resource itself.
+    pub(crate) fn pins(
+        &mut self,
+        main: &MemoryManagement<WgpuStorage>,
+    ) -> (HashMap<ManagedMemoryId, Pin>, Vec<u64>) {
+        let mut pins = HashMap::new();
+        let mut probe: Vec<u64> = Vec::new();
+        for held in &mut self.held {
+            if held.dropped_at() == ALIVE {
+                continue;
+            }
+            pins.insert(held.id, Pin::Slice);
+            if !held.verified {
+                held.verified = true;
+                if let Ok(storage) = main.get_storage(&held.binding)
+                    && !probe.contains(&page_id(&storage.id))
+                {
+                    probe.push(page_id(&storage.id));
+                }
+            }
+        }
+        (pins, probe)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_life_records_the_epoch_of_its_drop() {
+        let epoch = Arc::new(ExportEpoch::default());
+        let dropped_at = Arc::new(AtomicU64::new(ALIVE));
+        let life = ExportLife {
+            epoch: epoch.clone(),
+            dropped_at: dropped_at.clone(),
+        };
+        epoch.advance();
+        assert_eq!(dropped_at.load(Ordering::Acquire), ALIVE);
+        drop(life);
+        assert_eq!(dropped_at.load(Ordering::Acquire), 1);
     }
 }

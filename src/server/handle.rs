@@ -96,6 +96,9 @@ pub struct HandleResource {
     /// Keeps the slice from moving while the application holds its address (`None` for
     /// the server's own short-lived lookups).
     pub(crate) _pin: Option<super::compaction::PinGuard>,
+    /// For an exported resource: records, with the last clone's drop, when the
+    /// application let go of the address (see `exports`).
+    pub(crate) _export: Option<std::sync::Arc<super::exports::ExportLife>>,
 }
 
 impl HandleResource {

@@ -9,6 +9,12 @@ use super::{Server, wgpu_error};
 use crate::memory_management::{Claim, FailureId, ManagedMemoryId, Skipped};
 use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
 
+/// A dispatch whose pipeline and bind group are made, ready to record.
+pub(crate) struct PreparedDispatch {
+    pipeline: CachedPipeline,
+    bind_group: wgpu::BindGroup,
+}
+
 impl Server {
     /// Records a dispatch of `kernel` over `workgroups` in the pending batch, binding the
     /// i-th handle as the storage buffer `@group(0) @binding(i)` at its offset.
@@ -109,6 +115,19 @@ impl Server {
         workgroups: [u32; 3],
         handles: &[&Handle],
     ) -> Result<std::sync::Arc<[u32]>, ClientError> {
+        let prepared = self.prepare_dispatch(kernel, handles)?;
+        Ok(self.record_dispatch(prepared, workgroups))
+    }
+
+    /// Everything a dispatch needs that can fail: the pipeline and the bind group of
+    /// `handles` where they are now. Records nothing; no reservation may come between
+    /// this and [`record_dispatch`](Self::record_dispatch) (it could move a slice the
+    /// bind group names).
+    pub(crate) fn prepare_dispatch(
+        &mut self,
+        kernel: &Kernel,
+        handles: &[&Handle],
+    ) -> Result<PreparedDispatch, ClientError> {
         let pipeline = self.pipeline(kernel)?;
         let mut bindings = Vec::with_capacity(handles.len());
         for handle in handles {
@@ -129,11 +148,28 @@ impl Server {
             bindings,
         };
         let bind_group = self.bind_group(kernel, &pipeline, key)?;
+        Ok(PreparedDispatch {
+            pipeline,
+            bind_group,
+        })
+    }
+
+    /// Records a prepared dispatch over `workgroups` into the open compute pass; returns
+    /// the bindings the source declares read-only.
+    pub(crate) fn record_dispatch(
+        &mut self,
+        prepared: PreparedDispatch,
+        workgroups: [u32; 3],
+    ) -> std::sync::Arc<[u32]> {
+        let PreparedDispatch {
+            pipeline,
+            bind_group,
+        } = prepared;
         let pass = self.pending.pass(&self.device);
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
-        Ok(pipeline.read_only)
+        pipeline.read_only
     }
 
     /// The bind group for `key`, from the cache or made now.

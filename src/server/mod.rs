@@ -47,6 +47,7 @@ pub use read_bytes::ReadBytes;
 pub use upload::{MAX_IN_FLIGHT, SMALLEST_UPLOAD_PAGE, STAGING_IDLE_RESERVATIONS};
 
 pub(crate) use batch::{Batch, BatchFailure};
+pub(crate) use exports::ExportEpoch;
 use handle::DropNotice;
 pub(crate) use history::{FreeRecord, History};
 pub(crate) use lost::DeviceLoss;
@@ -187,7 +188,7 @@ impl Server {
     /// call, and the exported slices whose hold ended (see `exports`). One still held by a
     /// `HandleResource` or an export stays; the memory's sweeps free it once that
     /// binding is gone.
-    fn release_dropped(&mut self) {
+    pub(crate) fn release_dropped(&mut self) {
         self.release_exports();
         let mut dropped = std::mem::take(&mut self.spare_released);
         std::mem::swap(&mut *self.released.lock(), &mut dropped);
@@ -198,7 +199,9 @@ impl Server {
     }
 
     /// Where a handle's bytes are, for the server's own recording (not pinned: it is
-    /// dropped before the lock is let go).
+    /// dropped before the lock is let go). No reservation may come between this and the
+    /// recording that uses it: a reservation may compact and move the slice (see
+    /// `compaction`; `check_unmoved` guards the rule).
     pub(crate) fn resource(&mut self, handle: &Handle) -> Result<HandleResource, ClientError> {
         self.check_owner(handle, "using a handle")?;
         let binding = handle.binding();
@@ -210,21 +213,35 @@ impl Server {
             size: handle.size,
             _binding: binding,
             _pin: None,
+            _export: None,
         })
     }
 
-    /// Where a handle's bytes are, for the application: the slice is pinned (never moved
-    /// by a compaction) while the resource or a clone of it lives, and held, still
-    /// pinned, until the exporting thread's next submission through `Client::queue()`
-    /// (see `exports`).
+    /// Where a handle's bytes are, for the application, under `pin` (taken before the
+    /// client submitted the moves recorded so far: see `Client::resource`): the slice
+    /// stays pinned while the resource or a clone of it lives, and is held, in place,
+    /// until the application's next submission through `Client::queue()`, sync or
+    /// cleanup after that (see `exports`).
     pub(crate) fn export_resource(
         &mut self,
         handle: &Handle,
+        pin: compaction::PinGuard,
     ) -> Result<HandleResource, ClientError> {
         let mut resource = self.resource(handle)?;
-        resource._pin = Some(self.pin(handle));
-        self.export(handle);
+        resource._pin = Some(pin);
+        resource._export = Some(self.export(handle));
         Ok(resource)
+    }
+
+    /// The epoch the application's submissions, syncs and cleanups advance (see
+    /// `exports`).
+    pub(crate) fn export_epoch(&self) -> std::sync::Arc<exports::ExportEpoch> {
+        self.exports.epoch()
+    }
+
+    /// Exported slices held until the export epoch passes them.
+    pub(crate) fn held_exports(&self) -> usize {
+        self.exports.len()
     }
 
     /// Pins `handle`'s allocation until the guard is dropped.
@@ -294,6 +311,7 @@ impl Server {
     /// by submitted work; wgpu keeps a dropped buffer alive until that work is done.
     pub(crate) fn cleanup(&mut self) {
         let before = self.reserved_bytes();
+        self.release_dropped();
         self.settle_destroyed();
         self.main.cleanup(Cleanup::Explicit);
         self.staging.cleanup(Cleanup::Explicit);

@@ -277,6 +277,8 @@ impl Server {
                 run.len,
             );
         }
+        // One command is counted by `encoder`; every further copy is one more.
+        self.pending.count_commands(runs.len().saturating_sub(1));
         self.pending.count_bytes(total);
         Ok(Some(ReadPlan {
             staging,

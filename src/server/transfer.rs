@@ -58,10 +58,25 @@ impl Server {
         if len == 0 {
             return Ok(());
         }
-        let target = self.resource(handle)?;
+        // Everything the write needs is reserved first: a reservation may compact and
+        // move the target (or the merge's slice), and an error must leave every byte
+        // as it was, so nothing is resolved or recorded before the last reservation.
         let shift = offset % COPY_ALIGNMENT;
         let region = self.upload_region(shift + len)?;
+        let edges = edges(offset, len);
+        let merge = match edges.is_empty() {
+            true => None,
+            false => Some(self.reserve_merge(&edges)?),
+        };
+        // From here on nothing is reserved: the locations resolved below stay true.
+        let moves = self.pending.moves_recorded();
+        let merge = match merge {
+            Some(merge) => Some(self.prepare_merge(handle, merge)?),
+            None => None,
+        };
+        let target = self.resource(handle)?;
         region.fill(shift, len, fill)?;
+        self.check_unmoved(moves, "write")?;
         let end = offset + len;
         let (first, last) = (
             offset.next_multiple_of(COPY_ALIGNMENT),
@@ -77,9 +92,8 @@ impl Server {
                 last - first,
             );
         }
-        let edges = edges(offset, len);
-        if !edges.is_empty() {
-            self.merge_edges(handle, &region, &edges)?;
+        if let Some(merge) = merge {
+            self.record_merge(&region, &edges, merge);
         }
         let binding = handle.binding();
         self.main.written(&binding, offset..end);
@@ -89,48 +103,112 @@ impl Server {
         Ok(())
     }
 
-    /// Records the edge merge: the records go through staging into a small main-memory
-    /// slice, each edge's new value is copied there from the write's staging `data` on
-    /// the GPU, and the merge kernel reads the slice beside the target.
-    fn merge_edges(
+    /// Reserves what an edge merge needs (see [`merge_edges`](Self::record_merge)): a
+    /// small main-memory slice for the records, and upload staging holding them.
+    fn reserve_merge(&mut self, edges: &[Edge]) -> Result<MergeSpace, ClientError> {
+        let records: Vec<EdgeRecord> = edges.iter().map(|(record, _)| *record).collect();
+        let bytes: Vec<u8> = bytemuck::cast_slice(&records).to_vec();
+        let params = self.empty(bytes.len() as u64)?;
+        let staging = self.upload_region(bytes.len() as u64)?;
+        Ok(MergeSpace {
+            params,
+            staging,
+            bytes,
+        })
+    }
+
+    /// Makes the merge's pipeline and bind group (which can fail) and fills its records'
+    /// staging, recording nothing.
+    fn prepare_merge(
         &mut self,
         handle: &Handle,
-        data: &Region,
-        edges: &[Edge],
-    ) -> Result<(), ClientError> {
-        let records: Vec<EdgeRecord> = edges.iter().map(|(record, _)| *record).collect();
-        let bytes: &[u8] = bytemuck::cast_slice(&records);
-        let params = self.empty(bytes.len() as u64)?;
-        let region = self.upload_region(bytes.len() as u64)?;
-        region.fill(0, bytes.len() as u64, |mut target| {
-            target.copy_from_slice(bytes)
-        })?;
-        let resource = self.resource(&params)?;
+        space: MergeSpace,
+    ) -> Result<PreparedMerge, ClientError> {
+        let kernel = self.merge_kernel.clone();
+        let dispatch = self
+            .prepare_dispatch(&kernel, &[handle, &space.params])
+            .map_err(|error| match error {
+                ClientError::Wgpu { message, .. } => wgpu_error("write (edge merge)", message),
+                other => other,
+            })?;
+        let params = self.resource(&space.params)?;
+        let len = space.bytes.len() as u64;
+        space
+            .staging
+            .fill(0, len, |mut target| target.copy_from_slice(&space.bytes))?;
+        Ok(PreparedMerge {
+            _params: space.params,
+            params,
+            staging: space.staging,
+            len,
+            dispatch,
+        })
+    }
+
+    /// Records the edge merge: the records go through staging into the small slice,
+    /// each edge's new value is copied there from the write's staging `data` on the GPU,
+    /// and the merge kernel reads the slice beside the target.
+    fn record_merge(&mut self, data: &Region, edges: &[Edge], merge: PreparedMerge) {
+        let PreparedMerge {
+            _params,
+            params,
+            staging,
+            len,
+            dispatch,
+        } = merge;
         let encoder = self.pending.encoder(&self.device);
         encoder.copy_buffer_to_buffer(
-            &region.buffer,
-            region.offset,
-            &resource.buffer,
-            resource.offset,
-            bytes.len() as u64,
+            &staging.buffer,
+            staging.offset,
+            &params.buffer,
+            params.offset,
+            len,
         );
         for (index, (_, source)) in edges.iter().enumerate() {
             encoder.copy_buffer_to_buffer(
                 &data.buffer,
                 data.offset + source,
-                &resource.buffer,
-                resource.offset + (index * size_of::<EdgeRecord>()) as u64 + VALUE_OFFSET,
+                &params.buffer,
+                params.offset + (index * size_of::<EdgeRecord>()) as u64 + VALUE_OFFSET,
                 COPY_ALIGNMENT,
             );
         }
-        let kernel = self.merge_kernel.clone();
-        self.encode_dispatch(&kernel, [1, 1, 1], &[handle, &params])
-            .map(|_| ())
-            .map_err(|error| match error {
-                ClientError::Wgpu { message, .. } => wgpu_error("write (edge merge)", message),
-                other => other,
-            })
+        self.pending.count_commands(edges.len());
+        self.record_dispatch(dispatch, [1, 1, 1]);
     }
+
+    /// Fails when a compaction was recorded since `moves`: a location resolved before it
+    /// may be stale. Operations reserve everything before they resolve, so this never
+    /// fails; it turns a broken order into an error instead of bytes written to the
+    /// place a slice left.
+    pub(crate) fn check_unmoved(&self, moves: u64, operation: &str) -> Result<(), ClientError> {
+        if self.pending.moves_recorded() == moves {
+            return Ok(());
+        }
+        debug_assert!(false, "{operation}: a slice moved after its location was resolved");
+        Err(wgpu_error(
+            operation,
+            "a slice moved after its location was resolved (a bug of wgpu-memory); nothing was recorded",
+        ))
+    }
+}
+
+/// What an edge merge reserved: the records' slice, their staging, and their bytes.
+struct MergeSpace {
+    params: Handle,
+    staging: Region,
+    bytes: Vec<u8>,
+}
+
+/// An edge merge ready to record: nothing of it can fail any more.
+struct PreparedMerge {
+    /// Keeps the records' slice alive until the batch is recorded (the batch's bind
+    /// group holds it after).
+    _params: Handle,
+    params: super::HandleResource,
+    staging: Region,
+    len: u64,
+    dispatch: super::launch::PreparedDispatch,
 }
 
 impl Server {
