@@ -20,6 +20,8 @@ mod config;
 mod fault_tests;
 mod hooks;
 mod memory_history;
+#[cfg(test)]
+mod move_tests;
 mod mode;
 mod queue;
 mod reads;

@@ -83,6 +83,9 @@ pub(crate) struct Exports {
     epoch: Arc<ExportEpoch>,
     /// The epoch the last pass over the holds saw.
     seen: u64,
+    /// Pages of holds let go before a compaction probed them: probed at the next pass
+    /// (at most one entry per page; emptied by every pass).
+    unprobed: Vec<u64>,
 }
 
 struct Held {
@@ -158,6 +161,12 @@ impl Server {
     }
 
     fn let_go(&mut self, held: Held) {
+        if !held.verified
+            && let Ok(storage) = self.main.get_storage(&held.binding)
+            && !self.exports.unprobed.contains(&page_id(&storage.id))
+        {
+            self.exports.unprobed.push(page_id(&storage.id));
+        }
         let Held { binding, id, .. } = held;
         let location = binding.descriptor().location();
         drop(binding);
@@ -168,15 +177,16 @@ impl Server {
 impl Exports {
     /// The holds' part of a compaction's pins: each held slice whose resource is gone
     /// stays where it is ([`Pin::Slice`]). Returns them with the pages not yet probed
-    /// since their resource was dropped: the caller probes those (the application may
-    /// have destroyed the buffer while it held it) before planning. Slices whose
+    /// since their resource was dropped (held still, or let go since the last pass): the
+    /// caller probes those (the application may have destroyed the buffer while it held
+    /// it) before planning. Slices whose
     /// resource lives are pinned whole by the resource itself.
     pub(crate) fn pins(
         &mut self,
         main: &MemoryManagement<WgpuStorage>,
     ) -> (HashMap<ManagedMemoryId, Pin>, Vec<u64>) {
         let mut pins = HashMap::new();
-        let mut probe: Vec<u64> = Vec::new();
+        let mut probe: Vec<u64> = std::mem::take(&mut self.unprobed);
         for held in &mut self.held {
             if held.dropped_at() == ALIVE {
                 continue;

@@ -1,0 +1,281 @@
+//! Compaction never loses a byte (issue 22): writes that compact for their own staging,
+//! writes refused half way, batch failures beside moves, the export window, pages the
+//! application destroyed, export holds that never end, and the bound on what a batch
+//! carries.
+
+use super::{Client, ClientError, Handle};
+use crate::memory_management::parse_memory_config;
+use crate::server::MAX_BATCH_COMMANDS;
+
+fn client() -> Option<Client> {
+    match Client::open_default() {
+        Ok(client) => Some(client),
+        Err(error) if std::env::var("CI").is_ok_and(|ci| ci == "true" || ci == "1") => {
+            panic!("CI=true and no GPU adapter: {error}")
+        }
+        Err(_) => None,
+    }
+}
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+
+/// One sliced pool of `page`-byte pages (slices up to a page).
+fn sliced(client: &Client, page: u64) {
+    let toml = format!(
+        "[memory]\npools = [ {{ type = \"sliced\", page_size = {page}, max_slice_size = {page} }} ]\n"
+    );
+    let pools = parse_memory_config(&toml).unwrap().pools.unwrap();
+    client.install_memory_pools(&pools).unwrap();
+}
+
+fn pattern(len: u64, seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i.wrapping_mul(31).wrapping_add(seed * 131 + 7) % 251) as u8)
+        .collect()
+}
+
+fn create(client: &Client, len: u64, seed: u64) -> (Handle, Vec<u8>) {
+    let bytes = pattern(len, seed);
+    (client.create(&bytes).unwrap(), bytes)
+}
+
+/// Where `handle`'s slice is now (the server's own lookup: nothing is pinned or held).
+fn place(client: &Client, handle: &Handle) -> (wgpu::Buffer, u64) {
+    let resource = client.shared.server.lock().resource(handle).unwrap();
+    (resource.buffer, resource.offset)
+}
+
+fn assert_reads(client: &Client, kept: &[(Handle, Vec<u8>)]) {
+    for (handle, bytes) in kept {
+        let read = client.read_blocking(handle).unwrap();
+        assert!(
+            read[..] == bytes[..],
+            "allocation {} lost its bytes",
+            handle.memory().descriptor().id.value
+        );
+    }
+}
+
+/// Two 1 MiB pages of four 256 KiB slices: page A keeps only `target`, page B keeps
+/// three slices and one hole. Compaction empties A by moving `target` into B's hole.
+fn sparse_target(client: &Client) -> ((Handle, Vec<u8>), Vec<(Handle, Vec<u8>)>) {
+    sliced(client, MIB);
+    let mut all: Vec<_> = (0..8).map(|i| create(client, 256 * KIB, i + 1)).collect();
+    let kept_b: Vec<_> = [5, 6, 7].iter().map(|&i| all[i].clone()).collect();
+    let target = all.swap_remove(0);
+    drop(all);
+    client.sync().unwrap();
+    client.cleanup();
+    (target, kept_b)
+}
+
+/// Item 1: under a budget equal to what is held, a write's staging is refused; making
+/// room compacts the main memory and moves the target. The write must land where the
+/// target is now (before: it was recorded into the page the target left, and `write`
+/// returned `Ok` with the handle reading its old bytes).
+#[test]
+fn a_write_that_compacts_for_its_staging_lands_where_the_target_now_is() {
+    let Some(client) = client() else { return };
+    let ((target, old), kept) = sparse_target(&client);
+    let before = place(&client, &target);
+    let held = client.budget().held;
+    client.set_budget(Some(held)).unwrap();
+    let new = pattern(64 * KIB, 99);
+    match client.write(&target, 0, &new) {
+        Ok(()) => {
+            let mut expected = old.clone();
+            expected[..new.len()].copy_from_slice(&new);
+            assert_ne!(place(&client, &target), before, "the target moved");
+            client.set_budget(None).unwrap();
+            assert_reads(&client, &[(target, expected)]);
+        }
+        Err(error) => {
+            assert!(matches!(error, ClientError::OutOfMemory { .. }), "{error}");
+            client.set_budget(None).unwrap();
+            assert_reads(&client, &[(target, old)]);
+        }
+    }
+    assert_reads(&client, &kept);
+}
+
+/// Item 2: a whole-handle write with an unaligned end needs, after its staging, a small
+/// slice and staging for the edge merge; the budget refuses those. The write returns
+/// `OutOfMemory` and every byte is as it was (before: the aligned copy stayed queued and
+/// changed all but the last word).
+#[test]
+fn a_write_refused_by_the_budget_changes_no_byte() {
+    let Some(client) = client() else { return };
+    const LEN: u64 = 524_287;
+    let (handle, old) = create(&client, LEN, 3);
+    client.sync().unwrap();
+    client.cleanup();
+    // Room for the write's own staging page (512 KiB), nothing for the merge's slice.
+    let held = client.budget().held;
+    client.set_budget(Some(held + 512 * KIB)).unwrap();
+    let result = client.write(&handle, 0, &pattern(LEN, 4));
+    assert!(
+        matches!(result, Err(ClientError::OutOfMemory { .. })),
+        "{result:?}"
+    );
+    client.set_budget(None).unwrap();
+    assert_reads(&client, &[(handle, old)]);
+}
+
+/// Item 3: a batch whose own work fails also carries a compaction; the moved slices'
+/// bytes were whole, so they are not claimed (before: every moved slice read
+/// `Unwritten`).
+#[test]
+fn a_failed_batch_does_not_claim_the_slices_it_moved() {
+    let Some(client) = client() else { return };
+    let ((target, old), kept) = sparse_target(&client);
+    let spare = client.create(&[0; 64]).unwrap();
+    client.flush().unwrap();
+    let before = place(&client, &target);
+    {
+        let mut server = client.shared.server.lock();
+        server.record_overlapping_copy(&spare).unwrap();
+        let max = server.max_move_bytes();
+        assert!(server.compact(max).moves > 0, "the target moves");
+    }
+    assert!(matches!(client.flush(), Err(ClientError::Wgpu { .. })));
+    assert_ne!(place(&client, &target), before);
+    let mut all = kept;
+    all.push((target, old));
+    assert_reads(&client, &all);
+}
+
+/// Item 4: a compaction recorded inside `resource()`'s flush (here from the hook that
+/// runs right after the flush's submit) cannot move the slice being exported: it is
+/// pinned before the flush, so the place handed out is where its bytes are.
+#[test]
+fn a_compaction_inside_the_exports_flush_does_not_move_the_exported_slice() {
+    let Some(client) = client() else { return };
+    let ((target, old), _kept) = sparse_target(&client);
+    client.write(&target, 0, &old[..4]).unwrap();
+    let before = place(&client, &target);
+    let inner = client.clone();
+    *client.shared.after_submit.lock() = Some(Box::new(move || {
+        let mut server = inner.shared.server.lock();
+        let max = server.max_move_bytes();
+        server.compact(max);
+    }));
+    let resource = client.resource(&target).unwrap();
+    assert_eq!((resource.buffer.clone(), resource.offset), before);
+    assert_eq!(place(&client, &target), before, "the slice did not move");
+    drop(resource);
+    assert_reads(&client, &[(target, old)]);
+}
+
+/// Item 5: the application destroyed the page of a resource it held, then dropped the
+/// resource; the client has not noticed. A compaction must not move a healthy slice into
+/// that page (before: the batch failed, and the healthy handle read `Unwritten` and was
+/// named in `PageDestroyed`).
+#[test]
+fn a_compaction_never_moves_a_healthy_slice_into_a_destroyed_page() {
+    let Some(client) = client() else { return };
+    sliced(&client, MIB);
+    let all: Vec<_> = (0..8).map(|i| create(&client, 256 * KIB, i + 1)).collect();
+    // Page A keeps three slices (one exported, then destroyed); page B keeps one.
+    let doomed = all[0].0.clone();
+    let healthy = all[4].clone();
+    let others = vec![all[1].clone(), all[2].clone()];
+    drop(all);
+    client.sync().unwrap();
+    let resource = client.resource(&doomed).unwrap();
+    resource.buffer.destroy();
+    drop(resource);
+    let _ = client.compact();
+    assert_reads(&client, &[healthy]);
+    drop(others);
+}
+
+/// Items 7 and 8: export holds end at a submission through `queue()` from any thread,
+/// or a sync or cleanup; after dropping everything and one cleanup nothing is live and
+/// nothing is reserved, whatever threads exported what. A hold that never ends keeps
+/// only its own slice in place: its page still takes moved slices.
+#[test]
+fn export_holds_end_and_never_pin_a_page_for_ever() {
+    let Some(client) = client() else { return };
+    sliced(&client, MIB);
+    let threads: Vec<_> = (0..4)
+        .map(|seed| {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                for i in 0..16 {
+                    let (handle, _) = create(&client, 4 * KIB, seed * 100 + i);
+                    let _resource = client.resource(&handle).unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert!(client.held_exports() > 0, "the threads never submitted");
+    client.cleanup();
+    assert_eq!(client.held_exports(), 0);
+    let usage = client.memory_report().streams[0].pools.usage();
+    assert_eq!((usage.number_allocs, usage.bytes_reserved), (0, 0));
+
+    // A held slice (resource and handle dropped, never submitted) in page A; page B
+    // sparser: its slice moves into A's holes.
+    let all: Vec<_> = (0..8).map(|i| create(&client, 256 * KIB, i + 1)).collect();
+    let (page_a, _) = place(&client, &all[0].0);
+    let moving = all[4].clone();
+    let kept = vec![all[1].clone(), moving.clone()];
+    drop(client.resource(&all[0].0).unwrap());
+    drop(all);
+    client.flush().unwrap();
+    assert_eq!(client.held_exports(), 1);
+    let done = {
+        let mut server = client.shared.server.lock();
+        server.release_dropped();
+        let max = server.max_move_bytes();
+        server.compact(max)
+    };
+    assert!(done.moves > 0, "the held slice's page took a moved slice");
+    assert_eq!(place(&client, &moving.0).0, page_a);
+    assert_reads(&client, &kept);
+}
+
+/// Item 7, the protection the holds exist for: until the application submits, a new
+/// allocation never takes an exported slice it dropped.
+#[test]
+fn a_dropped_export_is_not_reused_before_the_applications_submit() {
+    let Some(client) = client() else { return };
+    sliced(&client, MIB);
+    let (handle, _) = create(&client, 4 * KIB, 1);
+    let exported = place(&client, &handle);
+    drop(client.resource(&handle).unwrap());
+    drop(handle);
+    let (next, _) = create(&client, 4 * KIB, 2);
+    assert_ne!(place(&client, &next), exported, "held until a submission");
+    client.queue().submit([]);
+    let (after, _) = create(&client, 4 * KIB, 3);
+    assert_eq!(place(&client, &after), exported, "free after the submission");
+}
+
+/// Item 10: a compaction pass moves at most `MAX_BATCH_COMMANDS` slices, each counted
+/// as a command of the batch, which is then due.
+#[test]
+fn a_compaction_pass_is_bounded_by_the_batch_commands() {
+    let Some(client) = client() else { return };
+    sliced(&client, 64 * KIB);
+    let count = 3 * MAX_BATCH_COMMANDS as u64;
+    let all: Vec<Handle> = (0..count)
+        .map(|_| client.empty(256).unwrap())
+        .collect::<Vec<_>>();
+    // Every page keeps one slice in four: many small moves to make.
+    let kept: Vec<Handle> = all.into_iter().step_by(4).collect();
+    client.flush().unwrap();
+    let mut server = client.shared.server.lock();
+    server.release_dropped();
+    let done = server.compact(u64::MAX);
+    assert!(done.moves > 0);
+    assert!(done.moves <= MAX_BATCH_COMMANDS as usize, "{}", done.moves);
+    assert!(server.pending_commands() >= done.moves as u32);
+    assert!(server.submit_due());
+    drop(server);
+    drop(kept);
+}
