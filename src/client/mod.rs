@@ -20,9 +20,9 @@ mod config;
 mod fault_tests;
 mod hooks;
 mod memory_history;
+mod mode;
 #[cfg(test)]
 mod move_tests;
-mod mode;
 mod queue;
 mod reads;
 mod ring;
@@ -503,6 +503,12 @@ impl Client {
     /// there runs before any new allocation can take the slice (at most
     /// [`MAX_HELD_EXPORTS`] slices are held so; see the README, "What the client asks of
     /// the application").
+    ///
+    /// That hold protects one thread's record, drop, submit. Any thread's submission,
+    /// sync or cleanup ends it, so in a program where other threads submit, sync or
+    /// clean up meanwhile, keep the resource alive until the work recorded on it is
+    /// submitted: once the hold ends the slice may be moved or given to a new
+    /// allocation, and work submitted later would land on its next owner.
     ///
     /// # Errors
     /// [`ClientError::Memory`] for a stale handle; [`ClientError::ForeignHandle`] for a

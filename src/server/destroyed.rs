@@ -156,7 +156,10 @@ impl DestroyedPages {
         ids: &[u64],
     ) {
         for (id, buffer) in self.probe(device, main, |id, _| ids.contains(&id)) {
-            tracing::error!(page = id, "the application destroyed a page of the main memory");
+            tracing::error!(
+                page = id,
+                "the application destroyed a page of the main memory"
+            );
             self.insert(id, buffer);
         }
     }
@@ -190,9 +193,11 @@ impl super::Server {
         &mut self,
         candidates: Option<&[wgpu::Buffer]>,
     ) -> Vec<ManagedMemoryId> {
-        let pages = self.destroyed.probe(&self.device, &mut self.main, |_, buffer| {
-            candidates.is_none_or(|list| list.contains(buffer))
-        });
+        let pages = self
+            .destroyed
+            .probe(&self.device, &mut self.main, |_, buffer| {
+                candidates.is_none_or(|list| list.contains(buffer))
+            });
         self.pages_destroyed(pages)
     }
 

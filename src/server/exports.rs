@@ -23,7 +23,10 @@
 //!
 //! So work the application records on an exported slice, then submits through
 //! `Client::queue()`, is on the queue before any new work of the client's can land on
-//! that slice. A hold whose resource is gone but whose epoch has not passed yet keeps
+//! that slice, when no other thread submits, syncs or cleans up in between: any
+//! thread's does end the hold (that is what lets threads that never submit free what
+//! they exported), so threads that share a client keep a resource alive until the work
+//! recorded on it is submitted. A hold whose resource is gone but whose epoch has not passed yet keeps
 //! only its own slice in place ([`Pin::Slice`](crate::memory_management::Pin)): its
 //! page may still take moved slices, once a probe has shown the application did not
 //! destroy it while it held the buffer. At most [`MAX_HELD_EXPORTS`] are held; past that

@@ -185,7 +185,10 @@ impl Server {
         if self.pending.moves_recorded() == moves {
             return Ok(());
         }
-        debug_assert!(false, "{operation}: a slice moved after its location was resolved");
+        debug_assert!(
+            false,
+            "{operation}: a slice moved after its location was resolved"
+        );
         Err(wgpu_error(
             operation,
             "a slice moved after its location was resolved (a bug of wgpu-memory); nothing was recorded",

@@ -121,12 +121,13 @@ fn worker(client: Client, seed: u64, until: Instant) -> (Wrong, u64) {
                 drop(client.read(&owned[at].handle));
             }
             6 if !owned.is_empty() => {
-                // The helper shape: record on an export, drop it, make a new handle,
-                // submit through the client's queue.
+                // The helper shape: record on an export, make a new handle, submit
+                // through the client's queue, then drop the export. With other threads
+                // submitting and cleaning up, the export must outlive the submit (their
+                // submissions end the hold a dropped export leaves: `Client::resource`).
                 let at = rng.below(owned.len() as u64) as usize;
                 let resource = client.resource(&owned[at].handle).unwrap();
                 let encoder = app.record(&client, &resource);
-                drop(resource);
                 let kept = rng.below(2) == 0;
                 if kept {
                     add_one(&mut owned[at].bytes);
@@ -136,6 +137,7 @@ fn worker(client: Client, seed: u64, until: Instant) -> (Wrong, u64) {
                 let bytes = pattern(len, rng.below(1 << 20));
                 let handle = client.create(&bytes).unwrap();
                 client.queue().submit([encoder.finish()]);
+                drop(resource);
                 owned.push(Owned { handle, bytes });
                 if owned.len() > MAX_OWNED {
                     owned.swap_remove(0);
