@@ -17,6 +17,8 @@ mod budget;
 mod compaction;
 mod config;
 #[cfg(test)]
+mod failure_tests;
+#[cfg(test)]
 mod fault_tests;
 mod hooks;
 mod memory_history;

@@ -4,25 +4,25 @@ use super::caches::{BindGroupKey, CachedPipeline, PipelineKey};
 use super::error::ClientError;
 use super::handle::Handle;
 use super::kernel::Kernel;
-use super::reflection::{aliased_read_only, read_only_bindings};
+use super::reflection::{BindingUse, aliased_read_only};
 use super::{Server, wgpu_error};
 use crate::memory_management::{Claim, FailureId, ManagedMemoryId, Skipped};
 use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
+use std::sync::Arc;
 
 impl Server {
     /// Records a dispatch of `kernel` over `workgroups` in the pending batch, binding the
     /// i-th handle as the storage buffer `@group(0) @binding(i)` at its offset.
     ///
     /// Failure tracking: a launch whose inputs carry a claim is not dispatched; its
-    /// outputs take the same failure and a [`Skipped`] record is added. A launch the
-    /// client refuses itself before handing it to wgpu (a limit, a foreign handle, a
-    /// read-only binding aliasing a writable one, a destroyed page) claims nothing: it
-    /// never ran and every byte is intact. An error wgpu reports while the launch is
-    /// encoded (the pipeline, the bind group) claims the outputs with that error.
-    /// Otherwise the outputs count as written; should the batch fail as a whole, its
-    /// failure claims them (see `batch`). Outputs are the bindings [`Kernel::writes`]
-    /// names, less those the source declares `var<storage, read>`: no failure claims a
-    /// binding the kernel cannot write.
+    /// outputs take the same failure and a [`Skipped`] record is added. A launch that
+    /// returns an error ran nothing and claims nothing, every byte is intact: one the
+    /// client refuses itself (a limit, a foreign handle, a read-only binding aliasing a
+    /// writable one, a destroyed page) and one wgpu refuses while it is encoded (the
+    /// pipeline, the bind group) alike, since nothing reaches the batch before both are
+    /// made. Otherwise the outputs count as written; should the batch fail as a whole,
+    /// its failure claims them (see `batch`). Outputs are the bindings the source stores
+    /// to ([`Kernel::writes`] overrides), never one it declares `var<storage, read>`.
     pub(crate) fn launch(
         &mut self,
         kernel: &Kernel,
@@ -34,30 +34,21 @@ impl Server {
         for handle in handles {
             self.check_owner(handle, &format!("launch of {}", kernel.label))?;
         }
+        let usage = self.binding_use(kernel);
+        let outputs: Vec<&Handle> = (0..handles.len())
+            .filter(|&i| kernel.writes_binding(i, &usage))
+            .map(|i| handles[i])
+            .collect();
         let inputs: Vec<&Handle> = (0..handles.len())
             .filter(|&i| kernel.reads_binding(i))
             .map(|i| handles[i])
             .collect();
         if let Some((failure, needed)) = self.claimed_input(&inputs) {
-            let read_only = read_only_bindings(&kernel.source);
-            let outputs = written_by(kernel, handles, &read_only);
             self.skip(kernel, failure, needed, &outputs);
             return Ok(());
         }
-        let read_only = match self.encode_dispatch(kernel, workgroups, handles) {
-            Ok(read_only) => read_only,
-            Err(error @ ClientError::Wgpu { .. }) => {
-                let read_only = read_only_bindings(&kernel.source);
-                let failure = self.main.error_graph_mut().insert(error.to_string());
-                for output in written_by(kernel, handles, &read_only) {
-                    self.main.taint(&output.binding(), 0..output.size, failure);
-                }
-                self.main.error_graph_mut().prune(failure);
-                return Err(error);
-            }
-            Err(refused) => return Err(refused),
-        };
-        for output in written_by(kernel, handles, &read_only) {
+        self.encode_dispatch(kernel, workgroups, handles)?;
+        for output in outputs {
             let binding = output.binding();
             self.main.written(&binding, 0..output.size);
             self.pending.output(&binding, 0..output.size);
@@ -65,6 +56,19 @@ impl Server {
         self.pending.count_dispatch();
         tracing::debug!(kernel = %kernel.label, ?workgroups, bindings = handles.len(), "launch");
         Ok(())
+    }
+
+    /// What `kernel`'s source does with its bindings: the kernel's own answer, else the
+    /// cached pipeline's for the same source, else read from the source now.
+    fn binding_use(&mut self, kernel: &Kernel) -> Arc<BindingUse> {
+        if let Some(usage) = kernel.usage.get() {
+            return usage.clone();
+        }
+        let cached = self
+            .pipelines
+            .get(&pipeline_key(kernel))
+            .map(|pipeline| pipeline.usage);
+        kernel.binding_use(cached)
     }
 
     /// The first failure claiming bytes of an input, with the input's id.
@@ -101,14 +105,14 @@ impl Server {
     }
 
     /// Encodes the dispatch into the batch's open compute pass, with the cached pipeline
-    /// and bind group (made inside error scopes on a miss). Returns the bindings the
-    /// source declares read-only.
+    /// and bind group (made inside error scopes on a miss). Nothing reaches the batch
+    /// unless both are made.
     pub(crate) fn encode_dispatch(
         &mut self,
         kernel: &Kernel,
         workgroups: [u32; 3],
         handles: &[&Handle],
-    ) -> Result<std::sync::Arc<[u32]>, ClientError> {
+    ) -> Result<(), ClientError> {
         let pipeline = self.pipeline(kernel)?;
         let mut bindings = Vec::with_capacity(handles.len());
         for handle in handles {
@@ -117,7 +121,7 @@ impl Server {
             bindings.push((resource.buffer, resource.offset, size));
         }
         let buffers: Vec<&wgpu::Buffer> = bindings.iter().map(|(buffer, _, _)| buffer).collect();
-        if let Some((read_only, writable)) = aliased_read_only(&pipeline.read_only, &buffers) {
+        if let Some((read_only, writable)) = aliased_read_only(&pipeline.usage.read_only, &buffers) {
             return Err(ClientError::ReadOnlyAliasesWritable {
                 kernel: kernel.label.to_string(),
                 read_only,
@@ -133,7 +137,7 @@ impl Server {
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
-        Ok(pipeline.read_only)
+        Ok(())
     }
 
     /// The bind group for `key`, from the cache or made now.
@@ -215,11 +219,7 @@ impl Server {
     /// The kernel's pipeline: from the cache (keyed by source and entry point), or
     /// compiled now inside error scopes.
     fn pipeline(&mut self, kernel: &Kernel) -> Result<CachedPipeline, ClientError> {
-        let key = PipelineKey {
-            fingerprint: kernel.fingerprint,
-            source: kernel.source.clone(),
-            entry_point: kernel.entry_point.clone(),
-        };
+        let key = pipeline_key(kernel);
         if let Some(pipeline) = self.pipelines.get(&key) {
             return Ok(pipeline);
         }
@@ -248,7 +248,7 @@ impl Server {
             pipeline: pipeline.0,
             layout: pipeline.1,
             slot: self.next_pipeline_slot,
-            read_only: read_only_bindings(&kernel.source).into(),
+            usage: kernel.binding_use(None),
         };
         self.pipelines.insert(key, cached.clone());
         Ok(cached)
@@ -260,11 +260,11 @@ impl Server {
     }
 }
 
-/// The handles `kernel` writes: those [`Kernel::writes`] names, less the bindings its
-/// source declares read-only (`read_only`, ascending).
-fn written_by<'a>(kernel: &Kernel, handles: &[&'a Handle], read_only: &[u32]) -> Vec<&'a Handle> {
-    (0..handles.len())
-        .filter(|&i| kernel.writes_binding(i) && read_only.binary_search(&(i as u32)).is_err())
-        .map(|i| handles[i])
-        .collect()
+/// The pipeline cache's key for `kernel`.
+fn pipeline_key(kernel: &Kernel) -> PipelineKey {
+    PipelineKey {
+        fingerprint: kernel.fingerprint,
+        source: kernel.source.clone(),
+        entry_point: kernel.entry_point.clone(),
+    }
 }

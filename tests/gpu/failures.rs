@@ -207,3 +207,35 @@ proptest! {
         prop_assert_eq!(client.failures_held(), 0);
     }
 }
+
+/// `y = x * w` with every binding declared `read_write`, as the README asks.
+const SCALE: &str = "
+@group(0) @binding(0) var<storage, read_write> w: array<u32>;
+@group(0) @binding(1) var<storage, read_write> x: array<u32>;
+@group(0) @binding(2) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(4)
+fn main(@builtin(global_invocation_id) i: vec3<u32>) { y[i.x] = x[i.x] * w[i.x]; }
+";
+
+/// Issue 24, item 2: a launch wgpu refuses at once (one binding short, so
+/// `create_bind_group` fails and `launch` returns `Err`) ran nothing and claims nothing:
+/// the weights it named stay clean, and the next, correct launches run.
+#[test]
+fn a_launch_refused_at_once_claims_nothing_and_later_launches_run() {
+    let Some(client) = fresh() else { return };
+    let weights = client.create(&words(3)).unwrap();
+    let x = client.create(&words(2)).unwrap();
+    let y = client.create(&words(0)).unwrap();
+    let scale = Kernel::new("scale", SCALE, "main");
+    // One binding short.
+    let refused = client.launch(&scale, [1, 1, 1], &[&weights, &x]);
+    assert!(
+        matches!(refused, Err(ClientError::Wgpu { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(client.failures_held(), 0, "a refused launch claims nothing");
+    client.launch(&scale, [1, 1, 1], &[&weights, &x, &y]).unwrap();
+    assert_eq!(client.read_blocking(&y).unwrap(), words(6));
+    assert_eq!(client.read_blocking(&weights).unwrap(), words(3));
+    assert_eq!(client.read_blocking(&x).unwrap(), words(2));
+}
