@@ -39,7 +39,7 @@ pub use config::{load_submit_policy, parse_submit_policy};
 pub use hooks::{DeviceLostCallback, MAX_CALLBACKS, UncapturedErrorCallback};
 pub use memory_history::LabelScope;
 pub use mode::ModeWindow;
-pub use queue::ClientQueue;
+pub use queue::{ClientQueue, ClientWriteBufferView};
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,
@@ -121,15 +121,18 @@ impl core::fmt::Debug for Client {
 impl Client {
     /// A client over an application's own device and queue, with the default layout.
     ///
-    /// Installs the device's uncaptured-error handler (it records errors instead of
-    /// panicking, see [`uncaptured_errors`](Self::uncaptured_errors)) and its device-lost
-    /// callback; wgpu keeps one of each per device, so this replaces any the application
-    /// set before, and a second client made on the same device takes them over (use
-    /// clones of one client per device). Pass the application's own through
+    /// Installs the device's uncaptured-error handler and its device-lost callback. An
+    /// error no scope caught is the application's own (see below); the handler keeps its
+    /// text ([`uncaptured_errors`](Self::uncaptured_errors)) and passes it to the
+    /// handlers registered with [`on_uncaptured_error`](Self::on_uncaptured_error), or,
+    /// with none, panics with wgpu's message as wgpu's default handler does. wgpu
+    /// keeps one handler and one device-lost callback per device, so this replaces any
+    /// the application set before, and a second client made on the same device takes them
+    /// over (use clones of one client per device). Pass the application's own through
     /// [`on_uncaptured_error`](Self::on_uncaptured_error) and
     /// [`on_device_lost`](Self::on_device_lost) instead of setting them on the device.
     /// Every operation of the client catches its own errors in error scopes, so none of
-    /// its own should reach the handler.
+    /// its own reaches the handler.
     pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
         Self::with_layout(
             device,
@@ -454,9 +457,12 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::TooManyWorkgroups`], [`ClientError::TooManyBindings`] against the
-    /// device's limits; [`ClientError::Wgpu`] when the shader does not compile, the
-    /// bindings do not match it, or the device was lost (the outputs then carry that
-    /// error); [`ClientError::Memory`] for a stale handle.
+    /// device's limits; [`ClientError::Wgpu`] when the shader does not compile or the
+    /// bindings do not match it; [`ClientError::DeviceLost`] once the device is lost;
+    /// [`ClientError::ReadOnlyAliasesWritable`] when a `var<storage, read>` binding
+    /// shares a page with a writable one; [`ClientError::Memory`] for a stale handle. A
+    /// launch that returns an error ran nothing and claims nothing: every handle keeps
+    /// its bytes.
     pub fn launch(
         &self,
         kernel: &Kernel,

@@ -11,8 +11,9 @@ use std::sync::{Arc, OnceLock};
 /// The kernel's storage buffers are `@group(0) @binding(i)` for the i-th handle of a
 /// launch. What the kernel writes comes from its source: the bindings its entry point
 /// (or a function it calls) stores to, atomics included, read with naga at the first
-/// launch; only those are outputs, which a failed or skipped launch claims (a binding
-/// declared `read_write` but only read is never claimed). Every handle counts as read.
+/// launch; only those are outputs, which a refused batch or a skipped launch claims (a
+/// binding declared `read_write` but only read is never claimed). Every handle counts
+/// as read.
 /// [`writes`](Self::writes) overrides both for kernels whose outputs are written whole
 /// without being read.
 #[derive(Debug, Clone)]
@@ -52,9 +53,9 @@ impl Kernel {
 
     /// The bindings (positions in a launch's handle list) the kernel writes whole
     /// without reading their old bytes, replacing what its source says. Failure tracking
-    /// uses it: a failed or skipped launch claims the bytes of these handles only, and a
-    /// claim on them does not stop the launch (it overwrites them). A binding the source
-    /// declares `var<storage, read>` is never written, whatever this says.
+    /// uses it: a refused batch or a skipped launch claims the bytes of these handles
+    /// only, and a claim on them does not stop the launch (it overwrites them). A binding
+    /// the source declares `var<storage, read>` is never written, whatever this says.
     ///
     /// Default: the outputs are the bindings the source stores to, and every binding is
     /// read (so a claim on any of them stops the launch: a store may cover only part of

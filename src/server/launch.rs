@@ -47,6 +47,8 @@ impl Server {
             self.skip(kernel, failure, needed, &outputs);
             return Ok(());
         }
+        // Nothing reaches the batch unless the pipeline and the bind group are made: a
+        // launch refused here ran nothing and claims nothing.
         self.encode_dispatch(kernel, workgroups, handles)?;
         for output in outputs {
             let binding = output.binding();
@@ -105,14 +107,14 @@ impl Server {
     }
 
     /// Encodes the dispatch into the batch's open compute pass, with the cached pipeline
-    /// and bind group (made inside error scopes on a miss). Nothing reaches the batch
-    /// unless both are made.
+    /// and bind group (made inside error scopes on a miss). Returns the bindings the
+    /// source declares read-only.
     pub(crate) fn encode_dispatch(
         &mut self,
         kernel: &Kernel,
         workgroups: [u32; 3],
         handles: &[&Handle],
-    ) -> Result<(), ClientError> {
+    ) -> Result<std::sync::Arc<[u32]>, ClientError> {
         let pipeline = self.pipeline(kernel)?;
         let mut bindings = Vec::with_capacity(handles.len());
         for handle in handles {
@@ -121,7 +123,7 @@ impl Server {
             bindings.push((resource.buffer, resource.offset, size));
         }
         let buffers: Vec<&wgpu::Buffer> = bindings.iter().map(|(buffer, _, _)| buffer).collect();
-        if let Some((read_only, writable)) = aliased_read_only(&pipeline.usage.read_only, &buffers) {
+        if let Some((read_only, writable)) = aliased_read_only(&pipeline.read_only, &buffers) {
             return Err(ClientError::ReadOnlyAliasesWritable {
                 kernel: kernel.label.to_string(),
                 read_only,
@@ -137,7 +139,7 @@ impl Server {
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
-        Ok(())
+        Ok(pipeline.read_only)
     }
 
     /// The bind group for `key`, from the cache or made now.
@@ -219,7 +221,11 @@ impl Server {
     /// The kernel's pipeline: from the cache (keyed by source and entry point), or
     /// compiled now inside error scopes.
     fn pipeline(&mut self, kernel: &Kernel) -> Result<CachedPipeline, ClientError> {
-        let key = pipeline_key(kernel);
+        let key = PipelineKey {
+            fingerprint: kernel.fingerprint,
+            source: kernel.source.clone(),
+            entry_point: kernel.entry_point.clone(),
+        };
         if let Some(pipeline) = self.pipelines.get(&key) {
             return Ok(pipeline);
         }
@@ -244,11 +250,13 @@ impl Server {
             return Err(wgpu_error(format!("compiling {}", kernel.label), error));
         }
         self.next_pipeline_slot += 1;
+        let usage = kernel.binding_use(None);
         let cached = CachedPipeline {
             pipeline: pipeline.0,
             layout: pipeline.1,
             slot: self.next_pipeline_slot,
-            usage: kernel.binding_use(None),
+            read_only: usage.read_only.clone().into(),
+            usage,
         };
         self.pipelines.insert(key, cached.clone());
         Ok(cached)

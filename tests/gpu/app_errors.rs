@@ -80,15 +80,19 @@ fn an_application_error_with_no_handler_panics_with_wgpus_message() {
     // operation still works (a watchdog turns a held lock into a failure).
     assert_eq!(client.uncaptured_errors().len(), 1);
     let worker = client.clone();
-    within("the client after a panic in its handler", Duration::from_secs(60), move || {
-        let handle = worker.create(&pattern(256, 1)).unwrap();
-        let kernel = Kernel::new("add one", crate::kernels::ADD_ONE, "main");
-        worker
-            .launch(&kernel, crate::kernels::groups_for(256), &[&handle])
-            .unwrap();
-        worker.sync().unwrap();
-        assert!(worker.read_blocking(&handle).is_ok());
-    });
+    within(
+        "the client after a panic in its handler",
+        Duration::from_secs(60),
+        move || {
+            let handle = worker.create(&pattern(256, 1)).unwrap();
+            let kernel = Kernel::new("add one", crate::kernels::ADD_ONE, "main");
+            worker
+                .launch(&kernel, crate::kernels::groups_for(256), &[&handle])
+                .unwrap();
+            worker.sync().unwrap();
+            assert!(worker.read_blocking(&handle).is_ok());
+        },
+    );
 }
 
 #[test]
@@ -104,7 +108,10 @@ fn an_application_error_goes_to_its_handler_and_nothing_panics() {
     bind_a_slice_as_uniform(&client);
     let heard: Vec<String> = receiver.try_iter().collect();
     assert_eq!(heard.len(), 1, "{heard:?}");
-    assert!(heard[0].contains("the application's bind group"), "{heard:?}");
+    assert!(
+        heard[0].contains("the application's bind group"),
+        "{heard:?}"
+    );
 }
 
 #[test]
@@ -116,7 +123,11 @@ fn the_clients_own_errors_stay_its_own_with_no_handler() {
     let broken = Kernel::new("broken", "fn main( {", "main");
     let error = client.launch(&broken, [1, 1, 1], &[&handle]).unwrap_err();
     assert!(matches!(error, ClientError::Wgpu { .. }), "{error}");
-    let short = Kernel::new("short", UNIFORM_PARAMETER.replace("uniform", "storage"), "main");
+    let short = Kernel::new(
+        "short",
+        UNIFORM_PARAMETER.replace("uniform", "storage"),
+        "main",
+    );
     let error = client.launch(&short, [1, 1, 1], &[&handle]).unwrap_err();
     assert!(matches!(error, ClientError::Wgpu { .. }), "{error}");
     client.sync().unwrap();
