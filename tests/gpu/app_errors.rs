@@ -133,3 +133,40 @@ fn the_clients_own_errors_stay_its_own_with_no_handler() {
     client.sync().unwrap();
     assert!(client.uncaptured_errors().is_empty());
 }
+
+/// The application's error found inside `client.queue().submit(..)`, which holds the
+/// client's submit turn while wgpu runs: the panic unwinds out of it, and the client's
+/// other threads go on (nothing of the client's stays held).
+#[test]
+fn a_panic_inside_the_clients_queue_submit_leaves_nothing_held() {
+    let Some(client) = fresh() else { return };
+    let device = client.device();
+    let buffer = |label| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: 256,
+            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    };
+    let (source, target) = (buffer("the application's source"), buffer("its target"));
+    let mut encoder = device.create_command_encoder(&Default::default());
+    encoder.copy_buffer_to_buffer(&source, 0, &target, 0, 256);
+    let commands = encoder.finish();
+    // Destroyed after recording: wgpu refuses the submission.
+    source.destroy();
+    let handle = client.create(&pattern(256, 4)).unwrap();
+    let panicked = catch_unwind(AssertUnwindSafe(|| client.queue().submit([commands])));
+    let payload = panicked.expect_err("the application's submit error vanished");
+    assert!(panic_text(payload.as_ref()).starts_with("wgpu error:"));
+    let worker = client.clone();
+    within(
+        "the client after a panic in its submit",
+        Duration::from_secs(60),
+        move || {
+            worker.write(&handle, 0, &pattern(256, 5)).unwrap();
+            worker.sync().unwrap();
+            assert!(worker.read_blocking(&handle).unwrap() == pattern(256, 5));
+        },
+    );
+}
