@@ -16,6 +16,7 @@ mod batch_tests;
 mod budget;
 mod compaction;
 mod config;
+mod device_memory;
 #[cfg(test)]
 mod fault_tests;
 mod hooks;
@@ -26,7 +27,7 @@ mod reads;
 mod ring;
 mod submit;
 
-pub use crate::report::BudgetUse;
+pub use crate::report::{BudgetUse, DeviceMemory};
 pub use crate::server::{
     BUDGET_FIELD, ClientError, Handle, HandleResource, Kernel, MAX_BATCH_COMMANDS, MAX_BIND_GROUPS,
     MAX_HELD_EXPORTS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes,
@@ -34,6 +35,7 @@ pub use crate::server::{
 };
 pub use compaction::CompactionReport;
 pub use config::{load_submit_policy, parse_submit_policy};
+pub use device_memory::DEVICE_MEMORY_BLOCK;
 pub use hooks::{DeviceLostCallback, MAX_CALLBACKS, UncapturedErrorCallback};
 pub use memory_history::LabelScope;
 pub use mode::ModeWindow;
@@ -217,6 +219,8 @@ impl Client {
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wgpu-memory"),
                 required_limits: adapter.limits(),
+                // Blocks our pages fit, so a page given back returns device memory.
+                memory_hints: Self::memory_hints(),
                 ..Default::default()
             })
             .await
@@ -291,26 +295,33 @@ impl Client {
     ) -> Result<Handle, ClientError> {
         self.before_upload();
         let mut main_failed = false;
-        let created = (|| {
-            // The submit turn first (see `submit_batch`): no batch fails unrecorded
-            // while this write is recorded.
-            let _turn = self.turn();
-            let mut server = self.shared.server.lock();
-            let reserved = server.empty(size);
-            let handle = self
-                .record_failure(&mut server, size, reserved)
-                .inspect_err(|_| main_failed = true)?;
-            let handle = self.reserved(&mut server, handle);
-            server.write_with(&handle, 0, size, fill)?;
-            self.record_transfer(&mut server, EventKind::Upload, size, Some(&handle));
-            Ok((handle, server.submit_due()))
-        })();
+        // Kept until used, so an attempt the budget refused before filling can be retried.
+        let fill = std::cell::Cell::new(Some(fill));
+        let created = self.retry_over_budget(
+            || {
+                main_failed = false;
+                // The submit turn first (see `submit_batch`): no batch fails unrecorded
+                // while this write is recorded.
+                let _turn = self.turn();
+                let mut server = self.shared.server.lock();
+                let reserved = server.empty(size);
+                let handle = self
+                    .record_failure(&mut server, size, reserved)
+                    .inspect_err(|_| main_failed = true)?;
+                let handle = self.reserved(&mut server, handle);
+                server.write_with(&handle, 0, size, |view| fill.take().map_or((), |f| f(view)))?;
+                self.record_transfer(&mut server, EventKind::Upload, size, Some(&handle));
+                Ok((handle, server.submit_due()))
+            },
+            || fill_left(&fill),
+        );
         // The server's lock is released: the out-of-memory detail takes it again.
-        let (handle, due) = if main_failed {
-            self.explain_oom(created)?
+        let explained = if main_failed {
+            self.explain_oom(created)
         } else {
-            self.explain_budget(created)?
+            self.explain_budget(created)
         };
+        let (handle, due) = self.refused_upload(explained, size)?;
         if due {
             self.flush()?;
         }
@@ -326,12 +337,15 @@ impl Client {
     /// room (it names the largest live allocations and each pool's free room, and the
     /// snapshot file when [`set_oom_snapshot`](Self::set_oom_snapshot) set one).
     pub fn empty(&self, size: u64) -> Result<Handle, ClientError> {
-        let reserved = {
-            let mut server = self.shared.server.lock();
-            let reserved = server.empty(size);
-            self.record_failure(&mut server, size, reserved)
-                .map(|handle| self.reserved(&mut server, handle))
-        };
+        let reserved = self.retry_over_budget(
+            || {
+                let mut server = self.shared.server.lock();
+                let reserved = server.empty(size);
+                self.record_failure(&mut server, size, reserved)
+                    .map(|handle| self.reserved(&mut server, handle))
+            },
+            || true,
+        );
         self.explain_oom(reserved)
     }
 
@@ -364,15 +378,23 @@ impl Client {
         fill: impl FnOnce(wgpu::WriteOnly<'_, [u8]>),
     ) -> Result<(), ClientError> {
         self.before_upload();
-        let due = {
-            let _turn = self.turn();
-            let mut server = self.shared.server.lock();
-            server.write_with(handle, offset, size, fill).map(|()| {
-                self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
-                server.submit_due()
-            })
-        };
-        let due = self.explain_budget(due)?;
+        let fill = std::cell::Cell::new(Some(fill));
+        let due = self.retry_over_budget(
+            || {
+                let _turn = self.turn();
+                let mut server = self.shared.server.lock();
+                server
+                    .write_with(handle, offset, size, |view| {
+                        fill.take().map_or((), |f| f(view))
+                    })
+                    .map(|()| {
+                        self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
+                        server.submit_due()
+                    })
+            },
+            || fill_left(&fill),
+        );
+        let due = self.refused_upload(self.explain_budget(due), size)?;
         if due {
             self.flush()?;
         }
@@ -575,6 +597,15 @@ impl Client {
     pub fn cached_pipelines(&self) -> usize {
         self.shared.server.lock().cached_pipelines()
     }
+}
+
+/// Whether a fill closure kept in `cell` is still unused (an attempt that failed before
+/// filling can be retried with it).
+fn fill_left<F>(cell: &std::cell::Cell<Option<F>>) -> bool {
+    let fill = cell.take();
+    let left = fill.is_some();
+    cell.set(fill);
+    left
 }
 
 /// Bytes of every page of every memory in `report`.
