@@ -20,9 +20,9 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::Config`] naming the field `budget`:
-    /// [`PoolConfigError::BadSize`](crate::memory_management::PoolConfigError::BadSize)
+    /// [`PoolConfigError::BadSize`]
     /// for 0 bytes;
-    /// [`PoolConfigError::BudgetBelowHeld`](crate::memory_management::PoolConfigError::BudgetBelowHeld)
+    /// [`PoolConfigError::BudgetBelowHeld`]
     /// when the memories hold more than `budget` even after every free page was given
     /// back (the budget in force stays). Either way nothing changes.
     pub fn set_budget(&self, budget: Option<u64>) -> Result<(), ClientError> {
@@ -137,4 +137,13 @@ impl Client {
             result
         }
     }
+}
+
+/// Whether a fill closure kept in `cell` is still unused (an attempt that failed before
+/// filling can be retried with it).
+pub(super) fn fill_left<F>(cell: &std::cell::Cell<Option<F>>) -> bool {
+    let fill = cell.take();
+    let left = fill.is_some();
+    cell.set(fill);
+    left
 }

@@ -130,6 +130,11 @@ impl Client {
     /// [`on_device_lost`](Self::on_device_lost) instead of setting them on the device.
     /// Every operation of the client catches its own errors in error scopes, so none of
     /// its own should reach the handler.
+    ///
+    /// The device's memory hints decide whether the pages the client gives back return
+    /// device memory: open it with [`Client::memory_hints`] (4 MiB blocks, what
+    /// [`open_default`](Self::open_default) uses); wgpu's default `Performance` keeps
+    /// 128-256 MiB blocks (see [`DEVICE_MEMORY_BLOCK`] for what each hint costs).
     pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
         Self::with_layout(
             device,
@@ -181,7 +186,8 @@ impl Client {
 
     /// Opens the default adapter (a discrete GPU when there is one, then any other,
     /// software adapters such as lavapipe included) of the Vulkan, Metal or DX12 backend
-    /// (or the backends named in `WGPU_BACKEND`) with its own limits, and makes a
+    /// (or the backends named in `WGPU_BACKEND`) with its own limits and
+    /// [`Client::memory_hints`] (4 MiB device memory blocks), and makes a
     /// client over it, laid out by the `memory.pools` config when one is found (the file
     /// named by `WGPU_MEMORY_CONFIG`, else `wgpu-memory.toml` in the working directory),
     /// else by the default (adaptive) layout. A `memory.history = N` there turns history
@@ -313,7 +319,7 @@ impl Client {
                 self.record_transfer(&mut server, EventKind::Upload, size, Some(&handle));
                 Ok((handle, server.submit_due()))
             },
-            || fill_left(&fill),
+            || budget::fill_left(&fill),
         );
         // The server's lock is released: the out-of-memory detail takes it again.
         let explained = if main_failed {
@@ -392,7 +398,7 @@ impl Client {
                         server.submit_due()
                     })
             },
-            || fill_left(&fill),
+            || budget::fill_left(&fill),
         );
         let due = self.refused_upload(self.explain_budget(due), size)?;
         if due {
@@ -597,15 +603,6 @@ impl Client {
     pub fn cached_pipelines(&self) -> usize {
         self.shared.server.lock().cached_pipelines()
     }
-}
-
-/// Whether a fill closure kept in `cell` is still unused (an attempt that failed before
-/// filling can be retried with it).
-fn fill_left<F>(cell: &std::cell::Cell<Option<F>>) -> bool {
-    let fill = cell.take();
-    let left = fill.is_some();
-    cell.set(fill);
-    left
 }
 
 /// Bytes of every page of every memory in `report`.

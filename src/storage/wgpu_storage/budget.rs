@@ -10,7 +10,7 @@
 //! bytes stay charged until the device is done with every piece of work that could use
 //! it, in three steps:
 //!
-//! 1. the storage *retires* the bytes when it drops the buffer ([`Budget::retire`]): they
+//! 1. the storage *retires* the bytes when it drops the buffer (`Budget::retire`): they
 //!    join the open bucket and stay in `held`;
 //! 2. the server closes the bucket when it takes the pending work out for submission
 //!    ([`Budget::close_retiring`]): every piece of work that could use a page of the
