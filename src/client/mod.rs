@@ -16,6 +16,7 @@ mod batch_tests;
 mod budget;
 mod compaction;
 mod config;
+mod device_memory;
 #[cfg(test)]
 mod failure_tests;
 #[cfg(test)]
@@ -28,7 +29,7 @@ mod reads;
 mod ring;
 mod submit;
 
-pub use crate::report::BudgetUse;
+pub use crate::report::{BudgetUse, DeviceMemory};
 pub use crate::server::{
     BUDGET_FIELD, ClientError, Handle, HandleResource, Kernel, MAX_BATCH_COMMANDS, MAX_BIND_GROUPS,
     MAX_HELD_EXPORTS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes,
@@ -36,6 +37,7 @@ pub use crate::server::{
 };
 pub use compaction::CompactionReport;
 pub use config::{load_submit_policy, parse_submit_policy};
+pub use device_memory::DEVICE_MEMORY_BLOCK;
 pub use hooks::{DeviceLostCallback, MAX_CALLBACKS, UncapturedErrorCallback};
 pub use memory_history::LabelScope;
 pub use mode::ModeWindow;
@@ -133,6 +135,11 @@ impl Client {
     /// [`on_device_lost`](Self::on_device_lost) instead of setting them on the device.
     /// Every operation of the client catches its own errors in error scopes, so none of
     /// its own reaches the handler.
+    ///
+    /// The device's memory hints decide whether the pages the client gives back return
+    /// device memory: open it with [`Client::memory_hints`] (4 MiB blocks, what
+    /// [`open_default`](Self::open_default) uses); wgpu's default `Performance` keeps
+    /// 128-256 MiB blocks (see [`DEVICE_MEMORY_BLOCK`] for what each hint costs).
     pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
         Self::with_layout(
             device,
@@ -184,7 +191,8 @@ impl Client {
 
     /// Opens the default adapter (a discrete GPU when there is one, then any other,
     /// software adapters such as lavapipe included) of the Vulkan, Metal or DX12 backend
-    /// (or the backends named in `WGPU_BACKEND`) with its own limits, and makes a
+    /// (or the backends named in `WGPU_BACKEND`) with its own limits and
+    /// [`Client::memory_hints`] (4 MiB device memory blocks), and makes a
     /// client over it, laid out by the `memory.pools` config when one is found (the file
     /// named by `WGPU_MEMORY_CONFIG`, else `wgpu-memory.toml` in the working directory),
     /// else by the default (adaptive) layout. A `memory.history = N` there turns history
@@ -222,6 +230,8 @@ impl Client {
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wgpu-memory"),
                 required_limits: adapter.limits(),
+                // Blocks our pages fit, so a page given back returns device memory.
+                memory_hints: Self::memory_hints(),
                 ..Default::default()
             })
             .await
@@ -296,26 +306,33 @@ impl Client {
     ) -> Result<Handle, ClientError> {
         self.before_upload();
         let mut main_failed = false;
-        let created = (|| {
-            // The submit turn first (see `submit_batch`): no batch fails unrecorded
-            // while this write is recorded.
-            let _turn = self.turn();
-            let mut server = self.shared.server.lock();
-            let reserved = server.empty(size);
-            let handle = self
-                .record_failure(&mut server, size, reserved)
-                .inspect_err(|_| main_failed = true)?;
-            let handle = self.reserved(&mut server, handle);
-            server.write_with(&handle, 0, size, fill)?;
-            self.record_transfer(&mut server, EventKind::Upload, size, Some(&handle));
-            Ok((handle, server.submit_due()))
-        })();
+        // Kept until used, so an attempt the budget refused before filling can be retried.
+        let fill = std::cell::Cell::new(Some(fill));
+        let created = self.retry_over_budget(
+            || {
+                main_failed = false;
+                // The submit turn first (see `submit_batch`): no batch fails unrecorded
+                // while this write is recorded.
+                let _turn = self.turn();
+                let mut server = self.shared.server.lock();
+                let reserved = server.empty(size);
+                let handle = self
+                    .record_failure(&mut server, size, reserved)
+                    .inspect_err(|_| main_failed = true)?;
+                let handle = self.reserved(&mut server, handle);
+                server.write_with(&handle, 0, size, |view| fill.take().map_or((), |f| f(view)))?;
+                self.record_transfer(&mut server, EventKind::Upload, size, Some(&handle));
+                Ok((handle, server.submit_due()))
+            },
+            || budget::fill_left(&fill),
+        );
         // The server's lock is released: the out-of-memory detail takes it again.
-        let (handle, due) = if main_failed {
-            self.explain_oom(created)?
+        let explained = if main_failed {
+            self.explain_oom(created)
         } else {
-            self.explain_budget(created)?
+            self.explain_budget(created)
         };
+        let (handle, due) = self.refused_upload(explained, size)?;
         if due {
             self.flush()?;
         }
@@ -331,12 +348,15 @@ impl Client {
     /// room (it names the largest live allocations and each pool's free room, and the
     /// snapshot file when [`set_oom_snapshot`](Self::set_oom_snapshot) set one).
     pub fn empty(&self, size: u64) -> Result<Handle, ClientError> {
-        let reserved = {
-            let mut server = self.shared.server.lock();
-            let reserved = server.empty(size);
-            self.record_failure(&mut server, size, reserved)
-                .map(|handle| self.reserved(&mut server, handle))
-        };
+        let reserved = self.retry_over_budget(
+            || {
+                let mut server = self.shared.server.lock();
+                let reserved = server.empty(size);
+                self.record_failure(&mut server, size, reserved)
+                    .map(|handle| self.reserved(&mut server, handle))
+            },
+            || true,
+        );
         self.explain_oom(reserved)
     }
 
@@ -369,15 +389,23 @@ impl Client {
         fill: impl FnOnce(wgpu::WriteOnly<'_, [u8]>),
     ) -> Result<(), ClientError> {
         self.before_upload();
-        let due = {
-            let _turn = self.turn();
-            let mut server = self.shared.server.lock();
-            server.write_with(handle, offset, size, fill).map(|()| {
-                self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
-                server.submit_due()
-            })
-        };
-        let due = self.explain_budget(due)?;
+        let fill = std::cell::Cell::new(Some(fill));
+        let due = self.retry_over_budget(
+            || {
+                let _turn = self.turn();
+                let mut server = self.shared.server.lock();
+                server
+                    .write_with(handle, offset, size, |view| {
+                        fill.take().map_or((), |f| f(view))
+                    })
+                    .map(|()| {
+                        self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
+                        server.submit_due()
+                    })
+            },
+            || budget::fill_left(&fill),
+        );
+        let due = self.refused_upload(self.explain_budget(due), size)?;
         if due {
             self.flush()?;
         }

@@ -15,6 +15,7 @@ mod compaction;
 mod compaction_model;
 mod device;
 mod device_loss;
+mod device_memory;
 mod failures;
 mod history;
 #[path = "../../examples/matmul/job.rs"]
