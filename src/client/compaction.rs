@@ -57,6 +57,9 @@ impl Client {
         if let Err(error) = self.compact_and_give_back(true) {
             tracing::warn!(%error, "cleanup: the compaction's copies were refused");
         }
+        // The given-back pages' bucket goes to the device, to be credited once it is done.
+        let _ = self.flush();
+        self.poll(wgpu::PollType::Poll);
     }
 
     /// The bound on the bytes one compaction pass moves, in bytes (default

@@ -19,6 +19,7 @@
 //! moves is claimed only by its own failure.
 
 use super::upload_page::UploadPage;
+use crate::storage::wgpu_storage::budget::Retiring;
 use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
 use cubecl_runtime::memory_management::{ManagedMemoryBinding, WeakMemoryBinding};
 use std::ops::Range;
@@ -96,6 +97,9 @@ pub(crate) struct PendingWork {
 pub(crate) struct Batch {
     segments: Vec<Segment>,
     uploads: Vec<UploadPage>,
+    /// The bytes of pages given back up to this batch: credited to the budget once the
+    /// device is done with it (see `storage::wgpu_storage::budget`).
+    pub(crate) retiring: Option<Retiring>,
 }
 
 /// A batch wgpu refused: its message, and the outputs to claim.
@@ -226,6 +230,7 @@ impl PendingWork {
         let batch = Batch {
             segments: std::mem::take(&mut self.sealed),
             uploads: std::mem::take(&mut self.uploads),
+            retiring: None,
         };
         self.dispatches = 0;
         self.bytes = 0;
@@ -235,6 +240,11 @@ impl PendingWork {
 }
 
 impl Batch {
+    /// Whether the batch carries no work (only retired page bytes, if anything).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.segments.is_empty() && self.uploads.is_empty()
+    }
+
     /// Finishes and submits the batch's segments in order, each inside its own error
     /// scopes; upload pages are unmapped first (a submission may not use a mapped
     /// buffer) and mapped again behind the last.
@@ -247,7 +257,14 @@ impl Batch {
         device: &wgpu::Device,
         queue: &wgpu::Queue,
     ) -> Result<wgpu::SubmissionIndex, BatchFailure> {
-        let Batch { segments, uploads } = self;
+        let Batch {
+            segments,
+            uploads,
+            retiring,
+        } = self;
+        // Credited once the device is done with this submission and every earlier one:
+        // no work that could use a page of the bucket is left then.
+        let retiring = retiring.map(|bucket| move || drop(bucket));
         // Unmapped in scopes of their own: an unmap wgpu refuses is no error of the
         // recorded work, so it must not fail the batch and claim outputs that ran.
         let ((), unmap_error) = capture(device, || {
@@ -288,6 +305,9 @@ impl Batch {
             Some(index) => index,
             None => queue.submit(std::iter::empty()),
         };
+        if let Some(credit) = retiring {
+            queue.on_submitted_work_done(credit);
+        }
         for page in uploads {
             page.remap();
         }
