@@ -8,6 +8,8 @@ mod bindings;
 mod compact;
 #[cfg(test)]
 mod compact_tests;
+#[cfg(test)]
+mod compact_workload_tests;
 mod reserve;
 
 use super::MemoryDeviceProperties;
