@@ -3,7 +3,7 @@
 
 use super::super::compaction::{Compaction, MAX_MOVES_PENDING, MoveLimits, Pin, SliceMove};
 use super::super::page_events::{MemoryEvent, Observed};
-use super::super::pool::evacuate::Relocated;
+use super::super::pool::evacuate::{Goal, Relocated};
 use super::super::pool::page_map::page_id;
 use super::MemoryManagement;
 use crate::storage::{ComputeStorage, CopyStorage};
@@ -46,7 +46,7 @@ impl<S: CopyStorage> MemoryManagement<S> {
                 max_bytes: limits.max_bytes.saturating_sub(done.bytes_moved),
                 max_moves: limits.max_moves.saturating_sub(done.moves.len()),
             };
-            done.extend(self.compact_pool(position, left, usize::MAX, None, pinned));
+            done.extend(self.compact_pool(position, left, Goal::Pack, pinned));
         }
         done
     }
@@ -66,7 +66,7 @@ impl<S: CopyStorage> MemoryManagement<S> {
             .iter()
             .position(|pool| pool.accept(size) && pool.could_gather(size));
         match found {
-            Some(position) => self.compact_pool(position, limits, 1, Some(size), pinned),
+            Some(position) => self.compact_pool(position, limits, Goal::RoomFor(size), pinned),
             None => Compaction::default(),
         }
     }
@@ -75,8 +75,7 @@ impl<S: CopyStorage> MemoryManagement<S> {
         &mut self,
         position: usize,
         limits: MoveLimits,
-        max_pages: usize,
-        only: Option<u64>,
+        goal: Goal,
         pinned: &dyn Fn(ManagedMemoryId, u64) -> Pin,
     ) -> Compaction {
         if self.moved.len() >= MAX_MOVES_PENDING || limits.max_bytes == 0 || limits.max_moves == 0 {
@@ -91,8 +90,9 @@ impl<S: CopyStorage> MemoryManagement<S> {
             log: &mut self.log,
             pool: position,
         };
-        let relocated =
-            self.dynamic[position].compact(&mut storage, limits, max_pages, only, pinned);
+        let relocated = self.dynamic[position].compact(&mut storage, limits, goal, pinned);
+        // Fresh pages a pass made count toward the memory's high-water mark.
+        self.reserved_peak = self.reserved_peak.max(self.storage.bytes_allocated());
         let mut done = Compaction::default();
         for moved in relocated {
             done.bytes_moved += moved.from.size();

@@ -36,7 +36,8 @@
 //! tier whenever an allocation fits it poorly strands the allocations of the tier it
 //! replaced.
 
-use super::evacuate::{self, PageCensus, Pinned, Relocated};
+use super::evacuate::plan::{self, Plan};
+use super::evacuate::{self, Census, Goal, Pinned, Relocated};
 use super::pages::{MAX_PAGES, Search, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
 use super::{GrowError, PoolStats, align_down, align_up};
@@ -261,7 +262,10 @@ impl AdaptivePool {
                 if tier.pages.count() >= MAX_PAGES {
                     return Err(GrowError::TooManyPages { limit: MAX_PAGES });
                 }
-                (tier.pages.page_size(), tier.pages.add_page(storage))
+                (
+                    tier.pages.page_size(),
+                    tier.pages.add_page(storage).map(drop),
+                )
             }
             None => (wanted, self.add_tier(storage, band, wanted)),
         };
@@ -345,58 +349,53 @@ impl AdaptivePool {
         self.band_mut(band).current = Some(index);
     }
 
-    /// Empties pages into the holes of each band's current tier, moving at most
-    /// `max_bytes` and emptying at most `max_pages` pages: the pages of outdated tiers
-    /// first (they serve nothing new), then the sparsest pages of the current tier. With
-    /// `only` set to a size, only that size's band and its current tier are compacted (a
-    /// reservation making room; emptying an outdated page gives it none).
+    /// Empties pages toward `goal`, band by band (a slice never leaves its band). The
+    /// candidates are the band's pages of every tier, current or outdated, sparsest
+    /// first; their slices go into any page of the band that takes moves, whatever its
+    /// tier, and with [`Goal::Pack`] into fresh pages of the band's current tier where
+    /// those give back more than they take. With [`Goal::RoomFor`] only pages of the
+    /// current tier of the size's band are candidates (the reservation is served there),
+    /// and no fresh page is made.
     pub(crate) fn compact<S: CopyStorage>(
         &mut self,
         storage: &mut S,
         limits: MoveLimits,
-        max_pages: usize,
-        only: Option<u64>,
+        goal: Goal,
         pinned: Pinned<'_>,
     ) -> Vec<Relocated> {
         self.sweep(storage, Sweep::All);
-        let census = evacuate::census(&self.slices, pinned);
-        let only_band = only.map(|size| self.band_of(self.effective(size)));
-        let mut moved = Vec::new();
+        let tiers = &self.tiers;
+        let page_size = |tier: u32| {
+            tiers[tier as usize]
+                .as_ref()
+                .map_or(0, |tier| tier.pages.page_size())
+        };
+        let census = evacuate::census(&self.slices, pinned, page_size);
+        let only_band = match goal {
+            Goal::RoomFor(size) => Some(self.band_of(self.effective(size))),
+            Goal::Pack => None,
+        };
+        let mut moved: Vec<Relocated> = Vec::new();
         for band in 0..self.bands.len() {
-            let Some(dest) = self.current_tier(band) else {
+            let Some(current) = self.current_tier(band) else {
                 continue;
             };
             if only_band.is_some_and(|only| only != band) {
                 continue;
             }
-            let tier_of = |census: &PageCensus| self.tiers[census.tier as usize].as_ref();
-            let outdated = census.candidates.iter().filter(|page| {
-                only.is_none()
-                    && tier_of(page).is_some_and(|tier| tier.band == band && tier.outdated)
-            });
-            let current = census
-                .candidates
-                .iter()
-                .filter(|page| page.tier as usize == dest);
-            let candidates: Vec<PageCensus> = outdated.chain(current).cloned().collect();
-            let spent: u64 = moved.iter().map(|m: &Relocated| m.from.size()).sum();
+            let spent: u64 = moved.iter().map(|m| m.from.size()).sum();
             let left = MoveLimits {
                 max_bytes: limits.max_bytes.saturating_sub(spent),
                 max_moves: limits.max_moves.saturating_sub(moved.len()),
             };
+            let mut plan = self.plan_band(&census, band, current, goal, left);
+            let fresh = self.fresh_pages(storage, band, current, &mut plan);
             let mut pages: Vec<Option<&mut SlicedPages>> = self
                 .tiers
                 .iter_mut()
                 .map(|tier| tier.as_mut().map(|tier| &mut tier.pages))
                 .collect();
-            let planned = evacuate::plan(
-                &mut pages,
-                &census,
-                &candidates,
-                dest as u32,
-                left,
-                max_pages,
-            );
+            let planned = evacuate::take_destinations(&mut pages, plan, &fresh);
             let tiers = &mut self.tiers;
             moved.extend(evacuate::commit(
                 &mut self.slices,
@@ -412,6 +411,107 @@ impl AdaptivePool {
         moved
     }
 
+    /// The plan of one band's pass (see [`compact`](Self::compact)).
+    fn plan_band(
+        &self,
+        census: &Census,
+        band: usize,
+        current: usize,
+        goal: Goal,
+        limits: MoveLimits,
+    ) -> Plan {
+        let in_band = |tier: u32| {
+            self.tiers[tier as usize]
+                .as_ref()
+                .is_some_and(|tier| tier.band == band)
+        };
+        let candidates = census
+            .candidates
+            .iter()
+            .filter(|page| match goal {
+                Goal::Pack => in_band(page.tier),
+                Goal::RoomFor(_) => page.tier as usize == current,
+            })
+            .collect();
+        let tiers = self
+            .tiers
+            .iter()
+            .enumerate()
+            .filter_map(|(index, tier)| {
+                let tier = tier.as_ref().filter(|tier| tier.band == band)?;
+                Some((index as u32, &tier.pages))
+            })
+            .collect();
+        let fresh_page = match goal {
+            Goal::Pack => self.tiers[current]
+                .as_ref()
+                .map(|tier| tier.pages.page_size()),
+            Goal::RoomFor(_) => None,
+        };
+        let takes_moves = |tier, page| census.takes_moves(tier, page);
+        plan::plan(plan::Request {
+            takes_moves: &takes_moves,
+            candidates,
+            tiers,
+            fresh_page,
+            limits,
+            max_pages: goal.max_pages(),
+        })
+    }
+
+    /// Reserves the fresh pages `plan` needs in tier `current` of `band`, and returns
+    /// them (tier, page) in order. Free pages of the tier serve first; if they are too
+    /// few, every free page of the band and of outdated tiers goes back before any page
+    /// is added, as when the band grows. A page the storage refuses (the device, a
+    /// budget) ends the plan's fresh pages there: the pages they would have emptied stay.
+    fn fresh_pages<S: ComputeStorage>(
+        &mut self,
+        storage: &mut S,
+        band: usize,
+        current: usize,
+        plan: &mut Plan,
+    ) -> Vec<(u32, u32)> {
+        let wanted = plan.fresh_pages();
+        let Some(tier) = self.tiers[current].as_ref().filter(|_| wanted > 0) else {
+            return Vec::new();
+        };
+        let free = tier.pages.free_pages();
+        if free.len() >= wanted {
+            return free
+                .into_iter()
+                .take(wanted)
+                .map(|page| (current as u32, page))
+                .collect();
+        }
+        if self.release_where(storage, |tier| tier.band == band || tier.outdated) > 0 {
+            storage.flush();
+        }
+        let mut fresh = Vec::with_capacity(wanted);
+        for k in 0..wanted {
+            let Some(tier) = self.tiers[current].as_mut() else {
+                unreachable!("a current tier is live");
+            };
+            let added = if tier.pages.count() < MAX_PAGES {
+                tier.pages.add_page(storage)
+            } else {
+                Err(IoError::BufferTooBig {
+                    size: tier.pages.page_size(),
+                    backtrace: Default::default(),
+                })
+            };
+            match added {
+                Ok(page) => fresh.push((current as u32, page)),
+                Err(error) => {
+                    tracing::debug!(%error, "compaction: no fresh page; planning without it");
+                    plan.without_fresh_from(k);
+                    break;
+                }
+            }
+        }
+        self.pages_peak = self.pages_peak.max(self.page_count());
+        fresh
+    }
+
     /// Frees a block a moved slice left in `tier` (its copy can no longer be overtaken).
     pub(crate) fn free_moved(&mut self, tier: u32, block: BlockId) {
         if let Some(tier) = self.tiers.get_mut(tier as usize).and_then(Option::as_mut) {
@@ -419,20 +519,34 @@ impl AdaptivePool {
         }
     }
 
-    /// Whether gathering the free bytes of the current tier of `size`'s band could make
-    /// room for it: they add up to it, a page of the tier holds it, and the tier has two
-    /// pages to move between.
+    /// Whether gathering the free bytes of `size`'s band could make room for it in the
+    /// band's current tier: the band's pages of every tier hold that many free bytes
+    /// (outdated pages take moved slices too), a page of the current tier holds the
+    /// size, and the band has two pages to move between.
+    ///
+    /// # Complexity
+    /// O(tiers).
     pub(crate) fn could_gather(&self, size: u64) -> bool {
         let effective = self.effective(size);
-        let Some(tier) = self
-            .current_tier(self.band_of(effective))
+        let band = self.band_of(effective);
+        let Some(current) = self
+            .current_tier(band)
             .and_then(|index| self.tiers[index].as_ref())
         else {
             return false;
         };
-        tier.pages.count() >= 2
-            && effective <= tier.pages.page_size()
-            && tier.pages.free_bytes() >= effective
+        let (pages, free) = self
+            .tiers
+            .iter()
+            .flatten()
+            .filter(|tier| tier.band == band)
+            .fold((0, 0), |(pages, free), tier| {
+                (pages + tier.pages.count(), free + tier.pages.free_bytes())
+            });
+        current.pages.count() >= 1
+            && pages >= 2
+            && effective <= current.pages.page_size()
+            && free >= effective
     }
 
     /// Frees the slices of dropped handles; outdated tiers give back pages as they empty.
