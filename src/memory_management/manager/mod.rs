@@ -7,6 +7,8 @@
 mod bindings;
 mod compact;
 #[cfg(test)]
+mod compact_rules_tests;
+#[cfg(test)]
 mod compact_tests;
 #[cfg(test)]
 mod compact_workload_tests;
