@@ -20,20 +20,27 @@ pub(super) struct Left {
 
 impl<S: CopyStorage> MemoryManagement<S> {
     /// Moves live slices of every dynamic pool out of their sparsest pages into the
-    /// holes of fuller pages, so that those pages empty and free bytes come together.
-    /// `pinned` says, by allocation id and page id, which slices stay ([`Pin::Slice`]:
+    /// holes of the pool's other pages (in an adaptive pool, any tier of the slice's
+    /// band), so that those pages empty and free bytes come together. Slices no hole
+    /// holds may go into fresh pages of the pool (an adaptive band's current tier), each
+    /// reserved from the storage only where the pages it empties hold more bytes than it
+    /// does; a page the storage refuses (the device, a budget) is done without, and the
+    /// pages it would have emptied stay. `pinned` says, by allocation id and page id, which slices stay ([`Pin::Slice`]:
     /// the slice and the rest of its page stay, the page may take moved slices;
     /// [`Pin::Page`]: its page neither gives nor takes). At most `limits.max_bytes`
-    /// (requested sizes) and `limits.max_moves` slices move in this pass. Pages it empties hold only the
-    /// ranges their slices left, so they are given back by the first
-    /// [`cleanup`](Self::cleanup) after [`release_moved`](Self::release_moved).
+    /// (requested sizes) and `limits.max_moves` slices move in this pass. Pages it
+    /// empties hold only the ranges their slices left, so they are given back by the
+    /// first [`cleanup`](Self::cleanup) after [`release_moved`](Self::release_moved).
+    /// Passes repeated until nothing moves come to rest: each pass that moves lowers the
+    /// bytes of the pages holding live slices.
     ///
     /// Usage stays exact: a moved slice keeps its requested size and padding, and the
     /// ranges slices left count as neither in use nor free until released.
     ///
     /// # Complexity
-    /// O(live slices) for the census of each pool, plus one thorough placement per
-    /// moved slice.
+    /// O(live slices + free blocks) per pool for the census and the planning index,
+    /// plus one thorough placement per slice tried (each page is tried at most three
+    /// times); never a walk over pages or slices per placement.
     pub fn compact(
         &mut self,
         limits: impl Into<MoveLimits>,
@@ -53,7 +60,9 @@ impl<S: CopyStorage> MemoryManagement<S> {
 
     /// Moves slices to make room for one reservation of `size` bytes: in the first
     /// accepting pool that [could gather](Self::could_gather) it, empties at most one
-    /// page of the tier that serves the size, within `limits`.
+    /// page of the tier that serves the size, within `limits`, into the holes of any
+    /// other page of the pool (in an adaptive pool, of any tier of the size's band).
+    /// It makes no fresh page: that is the page the reservation avoids.
     pub fn compact_for(
         &mut self,
         size: u64,

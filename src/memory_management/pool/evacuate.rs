@@ -179,6 +179,9 @@ pub(crate) struct Planned {
     tier: u32,
 }
 
+/// A planned range of one destination page: offset, requested size, index of the move.
+type Asked = (u64, u64, usize);
+
 /// Takes the destinations of `plan` in the pool's pages (`pages` is indexed by tier;
 /// `fresh[k]` is the tier and page of the plan's `k`-th fresh page) and returns the
 /// moves in plan order. A range the pool's index does not hold free (a plan made on
@@ -192,7 +195,7 @@ pub(crate) fn take_destinations(
 ) -> Vec<Planned> {
     let moves = plan.into_moves();
     // Per destination page: (offset, requested size, index of the move), by offset.
-    let mut by_page: BTreeMap<(u32, u32), Vec<(u64, u64, usize)>> = BTreeMap::new();
+    let mut by_page: BTreeMap<(u32, u32), Vec<Asked>> = BTreeMap::new();
     for (index, planned) in moves.iter().enumerate() {
         let at = match planned.to {
             Dest::Held { tier, page } => (tier, page),
