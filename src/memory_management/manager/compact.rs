@@ -3,7 +3,7 @@
 
 use super::super::compaction::{Compaction, MAX_MOVES_PENDING, MoveLimits, Pin, SliceMove};
 use super::super::page_events::{MemoryEvent, Observed};
-use super::super::pool::evacuate::Relocated;
+use super::super::pool::evacuate::{Goal, Relocated};
 use super::super::pool::page_map::page_id;
 use super::MemoryManagement;
 use crate::storage::{ComputeStorage, CopyStorage};
@@ -20,20 +20,27 @@ pub(super) struct Left {
 
 impl<S: CopyStorage> MemoryManagement<S> {
     /// Moves live slices of every dynamic pool out of their sparsest pages into the
-    /// holes of fuller pages, so that those pages empty and free bytes come together.
-    /// `pinned` says, by allocation id and page id, which slices stay ([`Pin::Slice`]:
+    /// holes of the pool's other pages (in an adaptive pool, any tier of the slice's
+    /// band), so that those pages empty and free bytes come together. Slices no hole
+    /// holds may go into fresh pages of the pool (an adaptive band's current tier), each
+    /// reserved from the storage only where the pages it empties hold more bytes than it
+    /// does; a page the storage refuses (the device, a budget) is done without, and the
+    /// pages it would have emptied stay. `pinned` says, by allocation id and page id, which slices stay ([`Pin::Slice`]:
     /// the slice and the rest of its page stay, the page may take moved slices;
     /// [`Pin::Page`]: its page neither gives nor takes). At most `limits.max_bytes`
-    /// (requested sizes) and `limits.max_moves` slices move in this pass. Pages it empties hold only the
-    /// ranges their slices left, so they are given back by the first
-    /// [`cleanup`](Self::cleanup) after [`release_moved`](Self::release_moved).
+    /// (requested sizes) and `limits.max_moves` slices move in this pass. Pages it
+    /// empties hold only the ranges their slices left, so they are given back by the
+    /// first [`cleanup`](Self::cleanup) after [`release_moved`](Self::release_moved).
+    /// Passes repeated until nothing moves come to rest: each pass that moves lowers the
+    /// bytes of the pages holding live slices.
     ///
     /// Usage stays exact: a moved slice keeps its requested size and padding, and the
     /// ranges slices left count as neither in use nor free until released.
     ///
     /// # Complexity
-    /// O(live slices) for the census of each pool, plus one thorough placement per
-    /// moved slice.
+    /// O(live slices + free blocks) per pool for the census and the planning index,
+    /// plus one thorough placement per slice tried (each page is tried at most three
+    /// times); never a walk over pages or slices per placement.
     pub fn compact(
         &mut self,
         limits: impl Into<MoveLimits>,
@@ -46,14 +53,16 @@ impl<S: CopyStorage> MemoryManagement<S> {
                 max_bytes: limits.max_bytes.saturating_sub(done.bytes_moved),
                 max_moves: limits.max_moves.saturating_sub(done.moves.len()),
             };
-            done.extend(self.compact_pool(position, left, usize::MAX, None, pinned));
+            done.extend(self.compact_pool(position, left, Goal::Pack, pinned));
         }
         done
     }
 
     /// Moves slices to make room for one reservation of `size` bytes: in the first
     /// accepting pool that [could gather](Self::could_gather) it, empties at most one
-    /// page of the tier that serves the size, within `limits`.
+    /// page of the tier that serves the size, within `limits`, into the holes of any
+    /// other page of the pool (in an adaptive pool, of any tier of the size's band).
+    /// It makes no fresh page: that is the page the reservation avoids.
     pub fn compact_for(
         &mut self,
         size: u64,
@@ -66,7 +75,7 @@ impl<S: CopyStorage> MemoryManagement<S> {
             .iter()
             .position(|pool| pool.accept(size) && pool.could_gather(size));
         match found {
-            Some(position) => self.compact_pool(position, limits, 1, Some(size), pinned),
+            Some(position) => self.compact_pool(position, limits, Goal::RoomFor(size), pinned),
             None => Compaction::default(),
         }
     }
@@ -75,8 +84,7 @@ impl<S: CopyStorage> MemoryManagement<S> {
         &mut self,
         position: usize,
         limits: MoveLimits,
-        max_pages: usize,
-        only: Option<u64>,
+        goal: Goal,
         pinned: &dyn Fn(ManagedMemoryId, u64) -> Pin,
     ) -> Compaction {
         if self.moved.len() >= MAX_MOVES_PENDING || limits.max_bytes == 0 || limits.max_moves == 0 {
@@ -91,8 +99,9 @@ impl<S: CopyStorage> MemoryManagement<S> {
             log: &mut self.log,
             pool: position,
         };
-        let relocated =
-            self.dynamic[position].compact(&mut storage, limits, max_pages, only, pinned);
+        let relocated = self.dynamic[position].compact(&mut storage, limits, goal, pinned);
+        // Fresh pages a pass made count toward the memory's high-water mark.
+        self.reserved_peak = self.reserved_peak.max(self.storage.bytes_allocated());
         let mut done = Compaction::default();
         for moved in relocated {
             done.bytes_moved += moved.from.size();

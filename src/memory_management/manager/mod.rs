@@ -7,7 +7,11 @@
 mod bindings;
 mod compact;
 #[cfg(test)]
+mod compact_rules_tests;
+#[cfg(test)]
 mod compact_tests;
+#[cfg(test)]
+mod compact_workload_tests;
 mod reserve;
 
 use super::MemoryDeviceProperties;

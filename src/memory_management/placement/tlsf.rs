@@ -38,7 +38,8 @@
 //!   `add_region`, which may grow the region table).
 //! - [`Tlsf::largest_free`]: O(k), k = number of blocks in the highest
 //!   non-empty bin (the bin is at most 1/32 wide, so k is usually small).
-//! - [`Tlsf::free_ranges`]: O(blocks in the region).
+//! - [`Tlsf::free_ranges`]: O(blocks in the region); the range operations
+//!   compaction plans with are in `ranges.rs`, with their costs.
 //!
 //! # Waste bound
 //! A request is rounded up to the next bin boundary (by less than
@@ -361,12 +362,11 @@ impl Tlsf {
     }
 
     /// Free ranges `(offset, size)` in bytes of `region`, sorted by offset;
-    /// empty for unknown regions. O(blocks in the region); for tests and
-    /// reports.
+    /// empty for unknown regions. O(blocks in the region); for tests and for
+    /// a compaction's planning index ([`Tlsf::add_region_with_free`]).
     ///
     /// # Panics
     /// Never.
-    #[cfg(test)]
     pub fn free_ranges(&self, region: u32) -> Vec<(u64, u64)> {
         let mut ranges = Vec::new();
         let mut cursor = self.region(region).map_or(NIL, |info| info.first);
@@ -613,6 +613,8 @@ impl Tlsf {
 fn highest_bit(bits: u64) -> Option<u32> {
     (bits != 0).then(|| 63 - bits.leading_zeros())
 }
+
+mod ranges;
 
 #[cfg(test)]
 mod tests;

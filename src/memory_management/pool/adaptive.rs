@@ -29,6 +29,10 @@
 //!    big enough for the request (rounded up to a MiB) takes over instead: a nearly full
 //!    device that cannot hold another page sized after the band's largest allocation
 //!    may still hold the request.
+//! 5. Compaction (`adaptive/compact.rs`) moves a band's slices between its pages
+//!    whatever their tier: an outdated tier's pages empty into the holes of any tier
+//!    of the band, or into fresh pages of its current tier, not only into the current
+//!    tier's holes (which, after a tier took over, are often those of one full page).
 //!
 //! The slack rule and "a new tier only when a request does not fit" are what the
 //! allocator bench (benches/README.md) measured best over repeated passes: a page sized
@@ -36,16 +40,15 @@
 //! tier whenever an allocation fits it poorly strands the allocations of the tier it
 //! replaced.
 
-use super::evacuate::{self, PageCensus, Pinned, Relocated};
 use super::pages::{MAX_PAGES, Search, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
 use super::{GrowError, PoolStats, align_down, align_up};
-use crate::memory_management::MoveLimits;
 use crate::memory_management::placement::BlockId;
 use crate::storage::ComputeStorage;
-use crate::storage::CopyStorage;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
 use cubecl_runtime::server::IoError;
+
+mod compact;
 
 /// The smallest page a shared tier makes, in bytes.
 pub(crate) const MIN_PAGE: u64 = 2 << 20;
@@ -261,7 +264,10 @@ impl AdaptivePool {
                 if tier.pages.count() >= MAX_PAGES {
                     return Err(GrowError::TooManyPages { limit: MAX_PAGES });
                 }
-                (tier.pages.page_size(), tier.pages.add_page(storage))
+                (
+                    tier.pages.page_size(),
+                    tier.pages.add_page(storage).map(drop),
+                )
             }
             None => (wanted, self.add_tier(storage, band, wanted)),
         };
@@ -345,73 +351,6 @@ impl AdaptivePool {
         self.band_mut(band).current = Some(index);
     }
 
-    /// Empties pages into the holes of each band's current tier, moving at most
-    /// `max_bytes` and emptying at most `max_pages` pages: the pages of outdated tiers
-    /// first (they serve nothing new), then the sparsest pages of the current tier. With
-    /// `only` set to a size, only that size's band and its current tier are compacted (a
-    /// reservation making room; emptying an outdated page gives it none).
-    pub(crate) fn compact<S: CopyStorage>(
-        &mut self,
-        storage: &mut S,
-        limits: MoveLimits,
-        max_pages: usize,
-        only: Option<u64>,
-        pinned: Pinned<'_>,
-    ) -> Vec<Relocated> {
-        self.sweep(storage, Sweep::All);
-        let census = evacuate::census(&self.slices, pinned);
-        let only_band = only.map(|size| self.band_of(self.effective(size)));
-        let mut moved = Vec::new();
-        for band in 0..self.bands.len() {
-            let Some(dest) = self.current_tier(band) else {
-                continue;
-            };
-            if only_band.is_some_and(|only| only != band) {
-                continue;
-            }
-            let tier_of = |census: &PageCensus| self.tiers[census.tier as usize].as_ref();
-            let outdated = census.candidates.iter().filter(|page| {
-                only.is_none()
-                    && tier_of(page).is_some_and(|tier| tier.band == band && tier.outdated)
-            });
-            let current = census
-                .candidates
-                .iter()
-                .filter(|page| page.tier as usize == dest);
-            let candidates: Vec<PageCensus> = outdated.chain(current).cloned().collect();
-            let spent: u64 = moved.iter().map(|m: &Relocated| m.from.size()).sum();
-            let left = MoveLimits {
-                max_bytes: limits.max_bytes.saturating_sub(spent),
-                max_moves: limits.max_moves.saturating_sub(moved.len()),
-            };
-            let mut pages: Vec<Option<&mut SlicedPages>> = self
-                .tiers
-                .iter_mut()
-                .map(|tier| tier.as_mut().map(|tier| &mut tier.pages))
-                .collect();
-            let planned = evacuate::plan(
-                &mut pages,
-                &census,
-                &candidates,
-                dest as u32,
-                left,
-                max_pages,
-            );
-            let tiers = &mut self.tiers;
-            moved.extend(evacuate::commit(
-                &mut self.slices,
-                storage,
-                planned,
-                |tier, block| {
-                    if let Some(tier) = tiers[tier as usize].as_mut() {
-                        tier.pages.free(block);
-                    }
-                },
-            ));
-        }
-        moved
-    }
-
     /// Frees a block a moved slice left in `tier` (its copy can no longer be overtaken).
     pub(crate) fn free_moved(&mut self, tier: u32, block: BlockId) {
         if let Some(tier) = self.tiers.get_mut(tier as usize).and_then(Option::as_mut) {
@@ -419,20 +358,34 @@ impl AdaptivePool {
         }
     }
 
-    /// Whether gathering the free bytes of the current tier of `size`'s band could make
-    /// room for it: they add up to it, a page of the tier holds it, and the tier has two
-    /// pages to move between.
+    /// Whether gathering the free bytes of `size`'s band could make room for it in the
+    /// band's current tier: the band's pages of every tier hold that many free bytes
+    /// (outdated pages take moved slices too), a page of the current tier holds the
+    /// size, and the band has two pages to move between.
+    ///
+    /// # Complexity
+    /// O(tiers).
     pub(crate) fn could_gather(&self, size: u64) -> bool {
         let effective = self.effective(size);
-        let Some(tier) = self
-            .current_tier(self.band_of(effective))
+        let band = self.band_of(effective);
+        let Some(current) = self
+            .current_tier(band)
             .and_then(|index| self.tiers[index].as_ref())
         else {
             return false;
         };
-        tier.pages.count() >= 2
-            && effective <= tier.pages.page_size()
-            && tier.pages.free_bytes() >= effective
+        let (pages, free) = self
+            .tiers
+            .iter()
+            .flatten()
+            .filter(|tier| tier.band == band)
+            .fold((0, 0), |(pages, free), tier| {
+                (pages + tier.pages.count(), free + tier.pages.free_bytes())
+            });
+        current.pages.count() >= 1
+            && pages >= 2
+            && effective <= current.pages.page_size()
+            && free >= effective
     }
 
     /// Frees the slices of dropped handles; outdated tiers give back pages as they empty.

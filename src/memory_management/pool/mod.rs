@@ -23,7 +23,7 @@ use crate::storage::{ComputeStorage, CopyStorage};
 use adaptive::AdaptivePool;
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolReport};
 use cubecl_runtime::server::IoError;
-use evacuate::{Pinned, Relocated};
+use evacuate::{Goal, Pinned, Relocated};
 use sliced::SlicedPool;
 use slices::{SliceTable, Sweep};
 use whole_page::WholePagePool;
@@ -174,20 +174,18 @@ impl DynamicPool {
         }
     }
 
-    /// Moves live slices out of sparse pages (see [`evacuate`]); whole-page pools have
-    /// nothing to gather and move nothing. `only` restricts an adaptive pool to the band
-    /// of that size.
+    /// Moves live slices out of sparse pages (see [`evacuate`]) toward `goal`; whole-page
+    /// pools have nothing to gather and move nothing.
     pub(crate) fn compact<S: CopyStorage>(
         &mut self,
         storage: &mut S,
         limits: MoveLimits,
-        max_pages: usize,
-        only: Option<u64>,
+        goal: Goal,
         pinned: Pinned<'_>,
     ) -> Vec<Relocated> {
         match self {
-            DynamicPool::Sliced(pool) => pool.compact(storage, limits, max_pages, pinned),
-            DynamicPool::Adaptive(pool) => pool.compact(storage, limits, max_pages, only, pinned),
+            DynamicPool::Sliced(pool) => pool.compact(storage, limits, goal, pinned),
+            DynamicPool::Adaptive(pool) => pool.compact(storage, limits, goal, pinned),
             DynamicPool::WholePage(_) => Vec::new(),
         }
     }

@@ -107,27 +107,68 @@ impl SlicedPages {
         })
     }
 
-    /// A slice of `size` bytes in a page `avoid` does not name, searching every fitting
-    /// block (a compaction's destination: it must not land in a page being emptied).
+    /// Takes exactly the ranges `ranges` of page `page` (`(offset, requested size)`,
+    /// sorted by offset, each inside one free block once aligned): a compaction's
+    /// destinations, chosen in a planning index built from
+    /// [`free_ranges`](Self::free_ranges). `None` for a range that is not free (the
+    /// plan was made on other free space: a bug) or a page not held.
     ///
-    /// Blocks found in avoided pages are held while the search goes on, then given back,
-    /// so each is looked at once: the work is bounded by the free blocks of those pages.
-    pub(crate) fn place_avoiding(
-        &mut self,
-        size: u64,
-        avoid: impl Fn(u32) -> bool,
-    ) -> Option<Placement> {
-        let mut passed = Vec::new();
-        let found = loop {
-            match self.place(size, Search::Thorough) {
-                Some(placed) if avoid(placed.page) => passed.push(placed.block),
-                other => break other,
-            }
+    /// # Complexity
+    /// O(blocks in the page + ranges).
+    pub(crate) fn claim(&mut self, page: u32, ranges: &[(u64, u64)]) -> Vec<Option<Placement>> {
+        let Some(held) = self.pages.get(page as usize).and_then(Option::as_ref) else {
+            return ranges.iter().map(|_| None).collect();
         };
-        for block in passed {
-            self.placement.free(block);
-        }
-        found
+        let id = held.id;
+        let aligned: Vec<(u64, u64)> = ranges
+            .iter()
+            .map(|&(offset, size)| (offset, self.effective(size)))
+            .collect();
+        let blocks = self.placement.claim(page, &aligned);
+        ranges
+            .iter()
+            .zip(blocks)
+            .map(|(&(offset, size), block)| {
+                Some(Placement {
+                    storage: StorageHandle::new(id, StorageUtilization { offset, size }),
+                    padding: self.effective(size) - size,
+                    page,
+                    block: block?,
+                })
+            })
+            .collect()
+    }
+
+    /// The free ranges `(offset, size)` of page `page`, in bytes, sorted by offset.
+    ///
+    /// # Complexity
+    /// O(blocks in the page).
+    pub(crate) fn free_ranges(&self, page: u32) -> Vec<(u64, u64)> {
+        self.placement.free_ranges(page)
+    }
+
+    /// The indices of the pages held that hold no slice, ascending.
+    ///
+    /// # Complexity
+    /// O(pages held).
+    pub(crate) fn free_pages(&self) -> Vec<u32> {
+        self.held_indices()
+            .filter(|&page| self.placement.is_region_free(page))
+            .collect()
+    }
+
+    /// The indices of the pages held, ascending.
+    pub(crate) fn held_indices(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pages
+            .iter()
+            .enumerate()
+            .filter(|(_, page)| page.is_some())
+            .map(|(index, _)| index as u32)
+    }
+
+    /// The alignment of every slice, in bytes.
+    pub(crate) fn granule(&self) -> u64 {
+        self.granule
     }
 
     /// Free bytes of every page, in bytes (the holes a compaction could gather).
@@ -153,11 +194,11 @@ impl SlicedPages {
             && !self.placement.has_close_fit(effective)
     }
 
-    /// Adds one empty page.
+    /// Adds one empty page and returns its index.
     ///
     /// # Errors
     /// The storage's error when it refuses the page.
-    pub(crate) fn add_page<S: ComputeStorage>(&mut self, storage: &mut S) -> Result<(), IoError> {
+    pub(crate) fn add_page<S: ComputeStorage>(&mut self, storage: &mut S) -> Result<u32, IoError> {
         let page = storage.alloc(self.page_size)?;
         let index = match self.vacant.pop() {
             Some(index) => index,
@@ -170,7 +211,7 @@ impl SlicedPages {
         self.count += 1;
         self.peak = self.peak.max(self.count);
         self.placement.add_region(index, self.page_size);
-        Ok(())
+        Ok(index)
     }
 
     /// Returns a slice's block to the free space, merging it with free neighbours.

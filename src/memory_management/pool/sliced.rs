@@ -1,6 +1,6 @@
 //! A sliced pool: pages of one size carved into slices, optionally capped.
 
-use super::evacuate::{self, Pinned, Relocated};
+use super::evacuate::{self, Goal, Pinned, Relocated, plan};
 use super::pages::{MAX_PAGES, Search, SlicedPages};
 use super::slices::{Slice, SliceTable, Sweep};
 use super::{GrowError, PoolStats, align_down, align_up};
@@ -143,26 +143,50 @@ impl SlicedPool {
             .ok_or(GrowError::TooManyPages { limit: MAX_PAGES })
     }
 
-    /// Empties the sparsest unpinned pages into the holes of the others, moving at most
-    /// `max_bytes` and emptying at most `max_pages` pages (see [`evacuate`]).
+    /// Empties the sparsest unpinned pages into the holes of the others, or into fresh
+    /// pages where those give back more than they take (within the cap), moving at most
+    /// `limits` (see [`evacuate`]).
     pub(crate) fn compact<S: CopyStorage>(
         &mut self,
         storage: &mut S,
         limits: MoveLimits,
-        max_pages: usize,
+        goal: Goal,
         pinned: Pinned<'_>,
     ) -> Vec<Relocated> {
         self.sweep(Sweep::All);
-        let census = evacuate::census(&self.slices, pinned);
-        let mut pages = [Some(&mut self.pages)];
-        let planned = evacuate::plan(
-            &mut pages,
-            &census,
-            &census.candidates,
-            0,
+        let page_size = self.pages.page_size();
+        let census = evacuate::census(&self.slices, pinned, |_| page_size);
+        let takes_moves = |tier, page| census.takes_moves(tier, page);
+        let mut plan = plan::plan(plan::Request {
+            takes_moves: &takes_moves,
+            candidates: census.candidates.iter().collect(),
+            tiers: vec![(0, &self.pages)],
+            fresh_page: (goal == Goal::Pack).then_some(page_size),
             limits,
-            max_pages,
-        );
+            max_pages: goal.max_pages(),
+        });
+        let mut fresh = Vec::new();
+        let mut free_pages = self.pages.free_pages().into_iter();
+        for k in 0..plan.fresh_pages() {
+            // A page already free serves first: it costs nothing more.
+            if let Some(page) = free_pages.next() {
+                fresh.push((0, page));
+                continue;
+            }
+            let room = self.max_pages.is_none_or(|max| self.pages.count() < max)
+                && self.pages.count() < MAX_PAGES;
+            match room.then(|| self.pages.add_page(storage)) {
+                Some(Ok(page)) => fresh.push((0, page)),
+                refused => {
+                    if let Some(Err(error)) = refused {
+                        tracing::debug!(%error, "compaction: no fresh page; planning without it");
+                    }
+                    plan.without_fresh_from(k);
+                    break;
+                }
+            }
+        }
+        let planned = evacuate::take_destinations(&mut [Some(&mut self.pages)], plan, &fresh);
         let pages = &mut self.pages;
         evacuate::commit(&mut self.slices, storage, planned, |_, block| {
             pages.free(block)

@@ -396,3 +396,70 @@ fn close_fit_is_seen_only_for_a_free_block_in_the_requests_bin() {
     assert_eq!(tlsf.free_bytes(), free_before);
     assert_eq!(tlsf.free_ranges(0), vec![(256, 1040), (1552, 2544)]);
 }
+
+/// A region built from free ranges has exactly those free, and placements never land
+/// on the bytes between them.
+#[test]
+fn a_region_built_from_free_ranges_places_only_there() {
+    let mut tlsf = Tlsf::new(16);
+    tlsf.add_region_with_free(3, 1024, &[(64, 128), (512, 256)]);
+    assert_bins_consistent(&tlsf);
+    assert_eq!(tlsf.free_ranges(3), vec![(64, 128), (512, 256)]);
+    assert_eq!(tlsf.free_bytes(), 384);
+    assert!(!tlsf.is_region_free(3));
+    let a = tlsf.allocate_thorough(256).unwrap();
+    assert_eq!((a.region, a.offset), (3, 512));
+    assert_eq!(tlsf.allocate_thorough(192), None, "only 128 bytes are free");
+    let b = tlsf.allocate_thorough(128).unwrap();
+    assert_eq!(b.offset, 64);
+    assert!(tlsf.free(a.id) && tlsf.free(b.id));
+    assert_eq!(tlsf.free_ranges(3), vec![(64, 128), (512, 256)]);
+    assert_bins_consistent(&tlsf);
+}
+
+/// Held free blocks are out of placement until given back, then merge as before.
+#[test]
+fn held_free_blocks_are_out_of_placement_until_given_back() {
+    let mut tlsf = Tlsf::new(16);
+    tlsf.add_region(0, 1024);
+    tlsf.add_region(1, 1024);
+    let used = tlsf.allocate(256).unwrap();
+    let region = used.region;
+    let held = tlsf.hold_free(region);
+    assert_eq!(held.len(), 1);
+    assert_eq!(tlsf.free_bytes(), 1024, "only the other region is free");
+    let placed = tlsf.allocate_thorough(512).unwrap();
+    assert_ne!(placed.region, region);
+    for id in held {
+        assert!(tlsf.free(id));
+    }
+    assert!(tlsf.free(used.id));
+    assert!(tlsf.is_region_free(region));
+    assert_bins_consistent(&tlsf);
+}
+
+/// `claim` takes exactly the ranges asked inside free blocks (front, middle and back
+/// of a block), refuses ranges that are not free, and the rest stays free and filed.
+#[test]
+fn claim_takes_exactly_the_ranges_asked() {
+    let mut tlsf = Tlsf::new(16);
+    tlsf.add_region(0, 4096);
+    let live = tlsf.allocate(1024).unwrap();
+    assert_eq!(live.offset, 0);
+    let claimed = tlsf.claim(0, &[(512, 64), (1024, 128), (2048, 256), (3840, 256)]);
+    assert_eq!(claimed[0], None, "inside a live block");
+    assert!(claimed[1..].iter().all(Option::is_some));
+    assert_eq!(
+        tlsf.free_ranges(0),
+        vec![(1152, 896), (2304, 1536)],
+        "front, middle and back of the free block taken"
+    );
+    assert_eq!(tlsf.free_bytes(), 4096 - 1024 - 128 - 256 - 256);
+    assert_bins_consistent(&tlsf);
+    for id in claimed.into_iter().flatten() {
+        assert!(tlsf.free(id));
+    }
+    assert!(tlsf.free(live.id));
+    assert!(tlsf.is_region_free(0));
+    assert_bins_consistent(&tlsf);
+}
