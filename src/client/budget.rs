@@ -3,9 +3,19 @@
 
 use super::Client;
 use crate::memory_management::PoolConfigError;
-use crate::report::BudgetUse;
-use crate::server::ClientError;
+use crate::report::{BudgetDetail, BudgetUse};
+use crate::server::{ClientError, Server};
 use std::sync::atomic::Ordering;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: run once on this thread where [`Client::retry_over_budget`] is about to
+    /// wait after a refusal, with no lock of ours held: where wgpu runs callbacks on this
+    /// thread, and other threads reserve or change the budget, between a refusal and
+    /// its error.
+    pub(super) static AFTER_REFUSAL: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        std::cell::RefCell::new(None);
+}
 
 impl Client {
     /// Caps the bytes of every page the client creates, in the main memory and in the
@@ -56,29 +66,42 @@ impl Client {
     /// it once more (if `can_retry` still says so: a fill closure not used up yet). The
     /// waits happen outside every lock of ours, and each ends when the device answers
     /// (a lost device answers at once).
+    ///
+    /// Returns the result with the budget's refusal it met, if any (for
+    /// [`explain_budget`](Self::explain_budget)). The refusal is taken right after the
+    /// attempt that met it: wgpu runs callbacks inside the waits, on this thread, and
+    /// their reservations have refusals (or none) of their own.
     pub(super) fn retry_over_budget<T>(
         &self,
         mut attempt: impl FnMut() -> Result<T, ClientError>,
         can_retry: impl Fn() -> bool,
-    ) -> Result<T, ClientError> {
+    ) -> (Result<T, ClientError>, Option<BudgetDetail>) {
+        // None left from a call that never asked for its own.
+        let _ = Server::take_budget_refusal();
         let result = attempt();
-        let refused = matches!(&result, Err(ClientError::Reserve(error)) if error.is_out_of_room())
-            && self.shared.server.lock().budget_refused();
+        let refusal = Server::take_budget_refusal();
+        let refused = refusal.is_some()
+            && matches!(&result, Err(ClientError::Reserve(error)) if error.is_out_of_room());
         if !refused || !can_retry() {
-            return result;
+            return (result, refusal);
+        }
+        #[cfg(test)]
+        if let Some(hook) = AFTER_REFUSAL.with(|hook| hook.borrow_mut().take()) {
+            hook();
         }
         let held = self.shared.server.lock().budget().held();
         self.wait_retired();
         self.give_back_and_wait();
         if self.shared.server.lock().budget().held() >= held {
             tracing::debug!(held, "over the budget: nothing came back to retry with");
-            return result;
+            return (result, refusal);
         }
         tracing::debug!(
             held,
             "over the budget: retrying after the device gave bytes back"
         );
-        attempt()
+        let result = attempt();
+        (result, Server::take_budget_refusal())
     }
 
     /// Submits what is recorded and waits for the device when bytes are on their way
@@ -123,16 +146,18 @@ impl Client {
     }
 
     /// `result`, or, when the budget refused the reservation that failed (in any
-    /// memory), [`ClientError::OutOfMemory`] with the budget's detail. Takes the server's
-    /// lock: call it without holding it.
+    /// memory; `refusal`, from [`retry_over_budget`](Self::retry_over_budget)),
+    /// [`ClientError::OutOfMemory`] with the budget's detail. Takes the server's lock:
+    /// call it without holding it.
     pub(super) fn explain_budget<T>(
         &self,
         result: Result<T, ClientError>,
+        refusal: Option<BudgetDetail>,
     ) -> Result<T, ClientError> {
-        let refused = matches!(&result, Err(ClientError::Reserve(error)) if error.is_out_of_room())
-            && self.shared.server.lock().budget_refused();
+        let refused = refusal.is_some()
+            && matches!(&result, Err(ClientError::Reserve(error)) if error.is_out_of_room());
         if refused {
-            self.explain_oom(result)
+            self.explain_oom(result, refusal)
         } else {
             result
         }

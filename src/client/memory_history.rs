@@ -6,7 +6,7 @@
 
 use super::Client;
 use crate::memory_management::MemoryRecord;
-use crate::report::{EventKind, HistoryEvent, MAIN_MEMORY, MemorySnapshot, OutOfMemoryDetail};
+use crate::report::{BudgetDetail, EventKind, HistoryEvent, MAIN_MEMORY, MemorySnapshot, OutOfMemoryDetail};
 use crate::server::{ClientError, FreeRecord, Handle, History, Server};
 use parking_lot::Mutex;
 use std::io::Write;
@@ -101,19 +101,20 @@ impl Client {
     }
 
     /// `result`, or, for a main-memory reservation out of room, [`ClientError::OutOfMemory`]
-    /// with what held the memory then (and the snapshot written, when a path is set).
-    /// Takes the server's lock: call it without holding it.
-    pub(super) fn explain_oom<T>(&self, result: Result<T, ClientError>) -> Result<T, ClientError> {
+    /// with what held the memory then (and the snapshot written, when a path is set),
+    /// naming the budget when `refusal` (the budget's refusal the reservation met, from
+    /// `retry_over_budget`) says it refused it. Takes the server's lock: call it without
+    /// holding it.
+    pub(super) fn explain_oom<T>(
+        &self,
+        result: Result<T, ClientError>,
+        refusal: Option<BudgetDetail>,
+    ) -> Result<T, ClientError> {
         let error = match result {
             Err(ClientError::Reserve(error)) if error.is_out_of_room() => error,
             other => return other,
         };
-        let budget = {
-            let mut server = self.shared.server.lock();
-            server
-                .take_budget_refusal()
-                .and_then(|refusal| server.budget_detail(refusal))
-        };
+        let budget = refusal;
         let snapshot = self.memory_snapshot();
         let mut detail = OutOfMemoryDetail::from_snapshot(&snapshot, MAIN_MEMORY);
         detail.budget = budget.map(|mut budget| {

@@ -14,6 +14,8 @@
 #[cfg(test)]
 mod batch_tests;
 mod budget;
+#[cfg(test)]
+mod budget_tests;
 mod compaction;
 mod config;
 mod device_memory;
@@ -316,7 +318,7 @@ impl Client {
         let mut main_failed = false;
         // Kept until used, so an attempt the budget refused before filling can be retried.
         let fill = std::cell::Cell::new(Some(fill));
-        let created = self.retry_over_budget(
+        let (created, refusal) = self.retry_over_budget(
             || {
                 main_failed = false;
                 // The submit turn first (see `submit_batch`): no batch fails unrecorded
@@ -336,9 +338,9 @@ impl Client {
         );
         // The server's lock is released: the out-of-memory detail takes it again.
         let explained = if main_failed {
-            self.explain_oom(created)
+            self.explain_oom(created, refusal)
         } else {
-            self.explain_budget(created)
+            self.explain_budget(created, refusal)
         };
         let (handle, due) = self.refused_upload(explained, size)?;
         if due {
@@ -356,7 +358,7 @@ impl Client {
     /// room (it names the largest live allocations and each pool's free room, and the
     /// snapshot file when [`set_oom_snapshot`](Self::set_oom_snapshot) set one).
     pub fn empty(&self, size: u64) -> Result<Handle, ClientError> {
-        let reserved = self.retry_over_budget(
+        let (reserved, refusal) = self.retry_over_budget(
             || {
                 let mut server = self.shared.server.lock();
                 let reserved = server.empty(size);
@@ -365,7 +367,7 @@ impl Client {
             },
             || true,
         );
-        self.explain_oom(reserved)
+        self.explain_oom(reserved, refusal)
     }
 
     /// Writes `data` at byte `offset` of `handle`, ordered after every launch and write
@@ -398,7 +400,7 @@ impl Client {
     ) -> Result<(), ClientError> {
         self.before_upload();
         let fill = std::cell::Cell::new(Some(fill));
-        let due = self.retry_over_budget(
+        let (due, refusal) = self.retry_over_budget(
             || {
                 let _turn = self.turn();
                 let mut server = self.shared.server.lock();
@@ -413,7 +415,7 @@ impl Client {
             },
             || budget::fill_left(&fill),
         );
-        let due = self.refused_upload(self.explain_budget(due), size)?;
+        let due = self.refused_upload(self.explain_budget(due, refusal), size)?;
         if due {
             self.flush()?;
         }

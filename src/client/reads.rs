@@ -49,9 +49,9 @@ impl Client {
     fn start_read(&self, handles: &[&Handle]) -> ReadFuture {
         self.notice_loss();
         let parts: Vec<(&Handle, u64, u64)> = handles.iter().map(|h| (*h, 0, h.size)).collect();
-        let started = self.explain_budget(
-            self.retry_over_budget(|| self.record_and_submit_read(&parts), || true),
-        );
+        let (started, refusal) =
+            self.retry_over_budget(|| self.record_and_submit_read(&parts), || true);
+        let started = self.explain_budget(started, refusal);
         ReadFuture::new(
             started,
             parts.len(),

@@ -10,8 +10,14 @@
 //!    also gives back the staging memories' idle pages, [`IdleStaging`]);
 //! 2. gives back the free pages of every memory and the bind groups that keep given-back
 //!    pages alive, compacts ([`Server::compact_for`]), and retries once more;
-//! 3. fails. When the budget refused a page on the way, the refusal is kept
-//!    ([`Server::take_budget_refusal`]) for the client's out-of-memory error.
+//! 3. fails. When the budget refused a page on the way, the refusal and the budget's
+//!    detail of that moment are kept for the client's out-of-memory error, per thread
+//!    ([`Server::take_budget_refusal`]; the client takes it as soon as its attempt
+//!    returns): the client lets go of the server's lock, and waits for the device,
+//!    between the refused reservation and its error, and another thread's reservation
+//!    (which starts with no refusal of its own), a wgpu callback's reservation on this
+//!    thread, or a budget set or cleared meanwhile must not turn a budget refusal into
+//!    an error that names no budget.
 //!
 //! [`IdleStaging`]: super::pending::IdleStaging
 
@@ -24,6 +30,7 @@ use crate::memory_management::{Cleanup, PoolConfigError, format_bytes};
 use crate::report::{BudgetDetail, MemoryHeld};
 use crate::storage::wgpu_storage::budget::Budget;
 use cubecl_runtime::memory_management::ManagedMemoryHandle;
+use std::cell::RefCell;
 
 /// The config field (and [`Client::set_budget`](crate::Client::set_budget)) the budget is
 /// read from, as errors name it.
@@ -34,6 +41,12 @@ pub const BUDGET_FIELD: &str = "budget";
 pub(crate) struct BudgetRefusal {
     pub(crate) memory: &'static str,
     pub(crate) requested: u64,
+}
+
+thread_local! {
+    /// The budget's detail of the refusal the last reservation made on this thread met
+    /// (see the module doc, step 3), if it met one: one per thread, gone with it.
+    static REFUSED: RefCell<Option<BudgetDetail>> = const { RefCell::new(None) };
 }
 
 impl Server {
@@ -88,17 +101,19 @@ impl Server {
         size: u64,
         mut reserve: impl FnMut(&mut Self) -> Result<T, ClientError>,
     ) -> Result<T, ClientError> {
-        self.refused = None;
+        REFUSED.with(|refused| refused.borrow_mut().take());
         let refusals = self.budget.refusals();
         let mut result = reserve(self);
         if matches!(&result, Err(error) if out_of_room(error)) && self.make_room(size) {
             result = reserve(self);
         }
         if result.is_err() && self.budget.refusals() > refusals {
-            self.refused = Some(BudgetRefusal {
+            // The detail of this moment, under the lock that saw the refusal.
+            let detail = self.budget_detail(BudgetRefusal {
                 memory,
                 requested: size,
             });
+            REFUSED.with(|refused| *refused.borrow_mut() = detail);
         }
         result
     }
@@ -127,16 +142,12 @@ impl Server {
         done.moves > 0
     }
 
-    /// The refusal of the budget the last failed reservation met, if it met one; taken
-    /// once.
-    pub(crate) fn take_budget_refusal(&mut self) -> Option<BudgetRefusal> {
-        self.refused.take()
+    /// The budget's detail of the refusal the last failed reservation of the calling
+    /// thread met, as it was then, if it met one; taken once.
+    pub(crate) fn take_budget_refusal() -> Option<BudgetDetail> {
+        REFUSED.with(|refused| refused.borrow_mut().take())
     }
 
-    /// Whether a refusal of the budget is kept for the next out-of-memory error.
-    pub(crate) fn budget_refused(&self) -> bool {
-        self.refused.is_some()
-    }
 
     /// The budget all three memories take their pages from.
     pub(crate) fn budget(&self) -> &Budget {

@@ -108,8 +108,6 @@ pub(crate) struct Server {
     budget: std::sync::Arc<Budget>,
     /// When the staging memories last reserved, in client operations.
     idle: pending::IdleClock,
-    /// The budget's refusal of the last failed reservation, if it met one.
-    refused: Option<budget::BudgetRefusal>,
     /// Main pages the application destroyed, and the slices that keep allocations out.
     destroyed: destroyed::DestroyedPages,
     /// Exported slices held until the application's next submission (see `exports`).
@@ -140,7 +138,6 @@ impl Server {
             uploads: UploadStaging::new(&device, budget.clone()),
             budget,
             idle: pending::IdleClock::default(),
-            refused: None,
             device,
             limits,
             main,
