@@ -83,8 +83,9 @@ struct Shared {
     info: Option<wgpu::AdapterInfo>,
     server: Mutex<Server>,
     /// The submit turn: taken before `server`, never while holding it; re-entrant so a
-    /// wgpu callback running inside our submit can submit too.
-    turn: ReentrantMutex<()>,
+    /// wgpu callback running inside our submit can submit too. It holds the segments
+    /// of the batches in submission, which every submission sends first.
+    turn: ReentrantMutex<crate::server::SegmentQueue>,
     records: Mutex<Ring<MemoryRecord>>,
     poller: Arc<Poller>,
     uncaptured: Mutex<Ring<String>>,
@@ -177,7 +178,7 @@ impl Client {
                 queue,
                 info,
                 server: Mutex::new(server),
-                turn: ReentrantMutex::new(()),
+                turn: ReentrantMutex::new(Default::default()),
                 records: Mutex::new(Ring::new(DEFAULT_RECORDS)),
                 poller,
                 uncaptured: Mutex::new(Ring::new(MAX_UNCAPTURED_ERRORS)),

@@ -298,3 +298,43 @@ fn a_compaction_pass_is_bounded_by_the_batch_commands() {
     drop(server);
     drop(kept);
 }
+
+/// A batch of work, then a compaction's copies, is submitted as two segments; wgpu runs
+/// callbacks at the end of each `queue.submit`. A callback that reads a moved slice
+/// inside the first segment's submit must still see its bytes (the soak found a
+/// callback's read returning another slice's bytes: the read was submitted before the
+/// segment carrying the move).
+#[test]
+fn a_callback_inside_a_segments_submit_sees_the_moves_of_the_later_segments() {
+    let Some(client) = client() else { return };
+    let ((target, old), kept) = sparse_target(&client);
+    client.sync().unwrap();
+    let before = place(&client, &target);
+    // A segment of work, then a segment of moves, in one batch.
+    client.write(&kept[0].0, 0, &kept[0].1[..4]).unwrap();
+    {
+        let mut server = client.shared.server.lock();
+        let max = server.max_move_bytes();
+        assert!(server.compact(max).moves > 0, "the target moves");
+    }
+    // Registered on the queue itself (`queue()` would flush): the work it follows is
+    // done, so it fires at wgpu's next maintain, inside the first segment's submit.
+    let (inner, probe) = (client.clone(), target.clone());
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let flushing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let during = flushing.clone();
+    client.shared.queue.on_submitted_work_done(move || {
+        let inside = during.load(std::sync::atomic::Ordering::SeqCst);
+        let read = inner.read_blocking(&probe).map(|read| read.to_vec());
+        let _ = sender.send((inside, read));
+    });
+    flushing.store(true, std::sync::atomic::Ordering::SeqCst);
+    client.flush().unwrap();
+    assert_ne!(place(&client, &target), before, "the target moved");
+    let (inside, read) = receiver.recv().expect("the callback ran");
+    assert!(inside, "the callback ran inside the batch's submit");
+    assert!(read.unwrap()[..] == old[..], "the callback read other bytes");
+    let mut all = kept;
+    all.push((target, old));
+    assert_reads(&client, &all);
+}

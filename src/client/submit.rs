@@ -1,7 +1,7 @@
 //! Submitting: the submit turn, and the batch's way to wgpu.
 
 use super::Client;
-use crate::server::{ClientError, TurnHeld};
+use crate::server::{ClientError, SegmentQueue, TurnHeld};
 
 impl Client {
     /// Submits the work recorded so far (launches, copies, uploads) now, without waiting
@@ -30,6 +30,11 @@ impl Client {
         &self,
         batch: Option<crate::server::Batch>,
     ) -> Result<Option<wgpu::SubmissionIndex>, ClientError> {
+        // Segments of a batch whose submit runs the callback this call may come from go
+        // first (see `server::segments`).
+        let turn = self.turn();
+        turn.segments()
+            .drain(&self.shared.device, &self.shared.queue);
         let Some(mut batch) = batch else {
             return Ok(None);
         };
@@ -42,7 +47,7 @@ impl Client {
             }
             return Ok(None);
         }
-        let submitted = batch.submit(&self.shared.device, &self.shared.queue);
+        let submitted = batch.submit(&self.shared.device, &self.shared.queue, turn.segments());
         #[cfg(test)]
         if let Some(hook) = self.shared.after_submit.lock().take() {
             hook();
@@ -60,7 +65,7 @@ impl Client {
     pub(crate) fn turn(&self) -> Turn<'_> {
         let guard = self.shared.turn.lock();
         Turn {
-            _guard: guard,
+            guard,
             _held: TurnHeld::enter(),
         }
     }
@@ -68,6 +73,13 @@ impl Client {
 
 /// A held submit turn.
 pub(crate) struct Turn<'a> {
-    _guard: parking_lot::ReentrantMutexGuard<'a, ()>,
+    guard: parking_lot::ReentrantMutexGuard<'a, SegmentQueue>,
     _held: TurnHeld,
+}
+
+impl Turn<'_> {
+    /// The segments of the batches in submission (see `server::segments`).
+    pub(crate) fn segments(&self) -> &SegmentQueue {
+        &self.guard
+    }
 }

@@ -12,15 +12,17 @@
 //! A compaction's copies are a **segment** of their own: the work recorded before them
 //! is sealed into one encoder, the copies go into a second, and later work opens a
 //! third. The segments are submitted one by one, in order, each inside its own error
-//! scopes, so a failure of the application's work never claims a slice whose only part
+//! scopes (behind the segments of batches already in submission: `segments`), so a
+//! failure of the application's work never claims a slice whose only part
 //! in the batch was to move: its bytes were whole where it left, and the copy that ran
 //! put them where it is now. A failed segment of work also claims the outputs of the
 //! segments of work after it (they may have read what it left unwritten); a segment of
 //! moves is claimed only by its own failure.
 
+use super::segments::{Outcome, SegmentQueue};
 use super::upload_page::UploadPage;
 use crate::storage::wgpu_storage::budget::Retiring;
-use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
+use crate::storage::wgpu_storage::error::capture;
 use cubecl_runtime::memory_management::{ManagedMemoryBinding, WeakMemoryBinding};
 use std::ops::Range;
 
@@ -63,11 +65,11 @@ impl Default for SubmitPolicy {
 pub const MAX_BATCH_COMMANDS: u32 = 4096;
 
 /// A sealed part of a batch: one encoder, and the outputs it writes.
-struct Segment {
-    encoder: wgpu::CommandEncoder,
-    outputs: Vec<(WeakMemoryBinding, Range<u64>)>,
+pub(crate) struct Segment {
+    pub(super) encoder: wgpu::CommandEncoder,
+    pub(super) outputs: Vec<(WeakMemoryBinding, Range<u64>)>,
     /// Only a compaction's copies: claimed by nothing but its own failure.
-    moves: bool,
+    pub(super) moves: bool,
 }
 
 /// The work recorded since the last submit.
@@ -246,8 +248,9 @@ impl Batch {
     }
 
     /// Finishes and submits the batch's segments in order, each inside its own error
-    /// scopes; upload pages are unmapped first (a submission may not use a mapped
-    /// buffer) and mapped again behind the last.
+    /// scopes, behind the segments `order` holds already (see `segments`); upload pages
+    /// are unmapped first (a submission may not use a mapped buffer) and mapped again
+    /// behind the last.
     ///
     /// # Errors
     /// [`BatchFailure`] when wgpu reports an error for a segment: the outputs to claim
@@ -256,6 +259,7 @@ impl Batch {
         self,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
+        order: &SegmentQueue,
     ) -> Result<wgpu::SubmissionIndex, BatchFailure> {
         let Batch {
             segments,
@@ -277,29 +281,7 @@ impl Batch {
         }
         // Should an application callback panic inside the submit, dropping `uploads`
         // while unwinding maps each page again (`UploadPage`'s guard).
-        let mut failure: Option<BatchFailure> = None;
-        let mut last = None;
-        for segment in segments {
-            let (index, error) = capture(device, || queue.submit([segment.encoder.finish()]));
-            last = Some(index);
-            let claimed = error.is_some() || (failure.is_some() && !segment.moves);
-            if let Some(error) = error
-                && failure.is_none()
-            {
-                failure = Some(BatchFailure {
-                    destroyed: destroyed_resource(&error),
-                    message: error.to_string(),
-                    outputs: Vec::new(),
-                });
-            }
-            if claimed && let Some(failure) = failure.as_mut() {
-                let alive = segment
-                    .outputs
-                    .into_iter()
-                    .filter_map(|(weak, range)| Some((weak.upgrade()?, range)));
-                failure.outputs.extend(alive);
-            }
-        }
+        let Outcome { failure, last } = order.submit(device, queue, segments);
         // A batch of upload pages alone still submits once: their maps follow it.
         let submission = match last {
             Some(index) => index,

@@ -30,6 +30,7 @@ mod read_bytes;
 mod read_plan;
 mod readback;
 mod reflection;
+mod segments;
 mod snapshot;
 mod transfer;
 mod upload;
@@ -55,6 +56,7 @@ pub(crate) use lost::DeviceLoss;
 pub(crate) use poller::poller_thread_name;
 pub(crate) use poller::{Poller, TurnHeld};
 pub(crate) use readback::{PendingMap, ReadFuture};
+pub(crate) use segments::SegmentQueue;
 pub(crate) use upload::copy_bytes;
 
 use crate::memory_management::{

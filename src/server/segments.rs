@@ -1,0 +1,94 @@
+//! The order in which batch segments reach wgpu, across batches ([`SegmentQueue`]).
+//!
+//! A batch is submitted one segment per `queue.submit` (see `batch`), and wgpu runs the
+//! callbacks whose work is done at the end of every `queue.submit`, on the submitting
+//! thread, which holds the submit turn. Such a callback may call the client: its read,
+//! write or launch resolves locations after the whole batch (a compaction segment later
+//! in the batch has already moved the slices in the server's tables), so the
+//! submission it makes must reach wgpu after the rest of the batch. Every batch
+//! therefore queues its segments here, in order, and every submission of the client
+//! first submits what is queued: a submission made inside a segment's submit submits
+//! the batch's remaining segments before its own work.
+//!
+//! The queue lives in the submit turn and only its holder touches it. It holds the
+//! segments of the batches being submitted on the turn holder's stack (one per callback
+//! nesting, each bounded by [`MAX_BATCH_COMMANDS`](super::MAX_BATCH_COMMANDS)), and is
+//! empty whenever no submission is in progress.
+
+use super::batch::{BatchFailure, Segment};
+use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Segments waiting for their `queue.submit`, oldest first, each with the outcome of
+/// the batch it belongs to.
+#[derive(Default)]
+pub(crate) struct SegmentQueue {
+    waiting: Mutex<VecDeque<(Segment, Arc<Mutex<Outcome>>)>>,
+}
+
+/// What the segments of one batch did, whoever submitted them.
+#[derive(Default)]
+pub(crate) struct Outcome {
+    /// The failure of the batch's first failed segment, with every output claimed.
+    pub(crate) failure: Option<BatchFailure>,
+    /// The submission of the batch's last segment.
+    pub(crate) last: Option<wgpu::SubmissionIndex>,
+}
+
+impl SegmentQueue {
+    /// Queues `segments` behind the segments already queued, and submits until the
+    /// queue is empty; returns what this batch's segments did.
+    pub(crate) fn submit(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        segments: Vec<Segment>,
+    ) -> Outcome {
+        let outcome = Arc::new(Mutex::new(Outcome::default()));
+        self.waiting
+            .lock()
+            .extend(segments.into_iter().map(|segment| (segment, outcome.clone())));
+        self.drain(device, queue);
+        // Every segment of this batch was submitted, by this drain or by one made
+        // inside it.
+        std::mem::take(&mut *outcome.lock())
+    }
+
+    /// Submits every queued segment, oldest first, each inside its own error scopes.
+    /// No lock of ours is held inside `queue.submit`.
+    pub(crate) fn drain(&self, device: &wgpu::Device, queue: &wgpu::Queue) {
+        loop {
+            let Some((segment, outcome)) = self.waiting.lock().pop_front() else {
+                return;
+            };
+            let Segment {
+                encoder,
+                outputs,
+                moves,
+            } = segment;
+            let (index, error) = capture(device, || queue.submit([encoder.finish()]));
+            let mut outcome = outcome.lock();
+            outcome.last = Some(index);
+            // A failed segment of work also claims the later segments of work of its
+            // batch (they may have read what it left unwritten); moves only their own.
+            let claimed = error.is_some() || (outcome.failure.is_some() && !moves);
+            if let Some(error) = error
+                && outcome.failure.is_none()
+            {
+                outcome.failure = Some(BatchFailure {
+                    destroyed: destroyed_resource(&error),
+                    message: error.to_string(),
+                    outputs: Vec::new(),
+                });
+            }
+            if claimed && let Some(failure) = outcome.failure.as_mut() {
+                let alive = outputs
+                    .into_iter()
+                    .filter_map(|(weak, range)| Some((weak.upgrade()?, range)));
+                failure.outputs.extend(alive);
+            }
+        }
+    }
+}
