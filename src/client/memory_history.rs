@@ -6,7 +6,9 @@
 
 use super::Client;
 use crate::memory_management::MemoryRecord;
-use crate::report::{BudgetDetail, EventKind, HistoryEvent, MAIN_MEMORY, MemorySnapshot, OutOfMemoryDetail};
+use crate::report::{
+    BudgetDetail, EventKind, HistoryEvent, MAIN_MEMORY, MemorySnapshot, OutOfMemoryDetail,
+};
 use crate::server::{ClientError, FreeRecord, Handle, History, Server};
 use parking_lot::Mutex;
 use std::io::Write;

@@ -18,6 +18,9 @@ fn client() -> Option<Client> {
 }
 
 const KIB: u64 = 1 << 10;
+
+/// A handle and the bytes it must read.
+type Kept = (Handle, Vec<u8>);
 const MIB: u64 = 1 << 20;
 
 /// One sliced pool of `page`-byte pages (slices up to a page).
@@ -59,7 +62,7 @@ fn assert_reads(client: &Client, kept: &[(Handle, Vec<u8>)]) {
 
 /// Two 1 MiB pages of four 256 KiB slices: page A keeps only `target`, page B keeps
 /// three slices and one hole. Compaction empties A by moving `target` into B's hole.
-fn sparse_target(client: &Client) -> ((Handle, Vec<u8>), Vec<(Handle, Vec<u8>)>) {
+fn sparse_target(client: &Client) -> (Kept, Vec<Kept>) {
     sliced(client, MIB);
     let mut all: Vec<_> = (0..8).map(|i| create(client, 256 * KIB, i + 1)).collect();
     let kept_b: Vec<_> = [5, 6, 7].iter().map(|&i| all[i].clone()).collect();
@@ -333,7 +336,10 @@ fn a_callback_inside_a_segments_submit_sees_the_moves_of_the_later_segments() {
     assert_ne!(place(&client, &target), before, "the target moved");
     let (inside, read) = receiver.recv().expect("the callback ran");
     assert!(inside, "the callback ran inside the batch's submit");
-    assert!(read.unwrap()[..] == old[..], "the callback read other bytes");
+    assert!(
+        read.unwrap()[..] == old[..],
+        "the callback read other bytes"
+    );
     let mut all = kept;
     all.push((target, old));
     assert_reads(&client, &all);

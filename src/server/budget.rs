@@ -148,7 +148,6 @@ impl Server {
         REFUSED.with(|refused| refused.borrow_mut().take())
     }
 
-
     /// The budget all three memories take their pages from.
     pub(crate) fn budget(&self) -> &Budget {
         &self.budget

@@ -47,9 +47,11 @@ impl SegmentQueue {
         segments: Vec<Segment>,
     ) -> Outcome {
         let outcome = Arc::new(Mutex::new(Outcome::default()));
-        self.waiting
-            .lock()
-            .extend(segments.into_iter().map(|segment| (segment, outcome.clone())));
+        self.waiting.lock().extend(
+            segments
+                .into_iter()
+                .map(|segment| (segment, outcome.clone())),
+        );
         self.drain(device, queue);
         // Every segment of this batch was submitted, by this drain or by one made
         // inside it.
