@@ -164,22 +164,28 @@ impl AppAddOne {
         Self { pipeline }
     }
 
+    /// The pass's bind group over `resource`.
+    pub fn bind(&self, client: &Client, resource: &wgpu_memory::HandleResource) -> wgpu::BindGroup {
+        client
+            .device()
+            .create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &self.pipeline.get_bind_group_layout(0),
+                entries: &[wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::Buffer(resource.as_binding()),
+                }],
+            })
+    }
+
     /// An encoder holding one `x[i] += 1` pass over `resource`.
     pub fn record(
         &self,
         client: &Client,
         resource: &wgpu_memory::HandleResource,
     ) -> wgpu::CommandEncoder {
-        let device = client.device();
-        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &self.pipeline.get_bind_group_layout(0),
-            entries: &[wgpu::BindGroupEntry {
-                binding: 0,
-                resource: wgpu::BindingResource::Buffer(resource.as_binding()),
-            }],
-        });
-        let mut encoder = device.create_command_encoder(&Default::default());
+        let bind_group = self.bind(client, resource);
+        let mut encoder = client.device().create_command_encoder(&Default::default());
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
             pass.set_pipeline(&self.pipeline);
