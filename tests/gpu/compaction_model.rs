@@ -264,7 +264,9 @@ impl Model {
             Step::Compact => {
                 self.sort(step, client.compact());
             }
-            Step::Cleanup => client.cleanup(),
+            Step::Cleanup => {
+                client.cleanup();
+            }
             Step::SetBudget { k, tight } => {
                 if tight {
                     client.cleanup();

@@ -274,7 +274,9 @@ impl Worker {
             8 if any => self.callback(),
             9 if self.submits => self.app_submit(),
             10 | 11 => self.compact(),
-            12 if self.submits => self.client.cleanup(),
+            12 if self.submits => {
+                self.client.cleanup();
+            }
             13 if self.sets_budget => self.budget(),
             _ if any => {
                 let at = self.pick();
