@@ -17,6 +17,9 @@ fn client() -> Option<Client> {
     }
 }
 
+/// A live handle and the bytes it should read.
+type Kept = (Handle, Vec<u8>);
+
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 
@@ -59,7 +62,7 @@ fn assert_reads(client: &Client, kept: &[(Handle, Vec<u8>)]) {
 
 /// Two 1 MiB pages of four 256 KiB slices: page A keeps only `target`, page B keeps
 /// three slices and one hole. Compaction empties A by moving `target` into B's hole.
-fn sparse_target(client: &Client) -> ((Handle, Vec<u8>), Vec<(Handle, Vec<u8>)>) {
+fn sparse_target(client: &Client) -> (Kept, Vec<Kept>) {
     sliced(client, MIB);
     let mut all: Vec<_> = (0..8).map(|i| create(client, 256 * KIB, i + 1)).collect();
     let kept_b: Vec<_> = [5, 6, 7].iter().map(|&i| all[i].clone()).collect();
