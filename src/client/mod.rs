@@ -16,6 +16,7 @@ mod batch_tests;
 mod budget;
 mod compaction;
 mod config;
+mod configure;
 #[cfg(test)]
 mod fault_tests;
 mod hooks;
@@ -41,7 +42,6 @@ pub use queue::ClientQueue;
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,
-    load_memory_config,
 };
 use crate::report::EventKind;
 use crate::server::History;
@@ -128,8 +128,15 @@ impl Client {
     /// [`on_device_lost`](Self::on_device_lost) instead of setting them on the device.
     /// Every operation of the client catches its own errors in error scopes, so none of
     /// its own should reach the handler.
+    ///
+    /// Applies no configuration file: when one is present (`WGPU_MEMORY_CONFIG`, or
+    /// `wgpu-memory.toml` in the working directory) a `tracing` warning names it. Use
+    /// [`with_config_file`](Self::with_config_file) to apply it, or
+    /// [`with_config`](Self::with_config) / [`apply_config`](Self::apply_config) with a
+    /// [`MemoryConfig`](crate::memory_management::MemoryConfig).
     pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
-        Self::with_layout(
+        configure::warn_if_config_unapplied("Client::new");
+        Self::build(
             device,
             queue,
             None,
@@ -139,7 +146,20 @@ impl Client {
 
     /// A client whose main memory starts with `layout` (a preset, or explicit pools as
     /// [`MemoryPoolsConfig::resolve`] returns them); `info` describes the adapter, if known.
+    /// Applies no configuration file, and warns as [`new`](Self::new) does when one is
+    /// present.
     pub fn with_layout(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        info: Option<wgpu::AdapterInfo>,
+        layout: PoolLayout,
+    ) -> Self {
+        configure::warn_if_config_unapplied("Client::with_layout");
+        Self::build(device, queue, info, layout)
+    }
+
+    /// [`with_layout`](Self::with_layout) without the warning.
+    fn build(
         device: wgpu::Device,
         queue: wgpu::Queue,
         info: Option<wgpu::AdapterInfo>,
@@ -175,68 +195,6 @@ impl Client {
         };
         hooks.join(&client.shared);
         client
-    }
-
-    /// Opens the default adapter (a discrete GPU when there is one, then any other,
-    /// software adapters such as lavapipe included) of the Vulkan, Metal or DX12 backend
-    /// (or the backends named in `WGPU_BACKEND`) with its own limits, and makes a
-    /// client over it, laid out by the `memory.pools` config when one is found (the file
-    /// named by `WGPU_MEMORY_CONFIG`, else `wgpu-memory.toml` in the working directory),
-    /// else by the default (adaptive) layout. A `memory.history = N` there turns history
-    /// on from the start, as [`record_history`](Self::record_history)`(N)` does
-    /// (`history = { events = N, backtraces = true }` also
-    /// [`record_backtraces`](Self::record_backtraces)); a `memory.oom_snapshot = "path"`
-    /// sets [`set_oom_snapshot`](Self::set_oom_snapshot) and `memory.records = "path"`
-    /// [`set_records_file`](Self::set_records_file), and `memory.budget = "8 GiB"`
-    /// [`set_budget`](Self::set_budget).
-    ///
-    /// # Errors
-    /// [`ClientError::Config`] when the config cannot be read or is invalid (a
-    /// `memory.budget` of 0 bytes or one that is not a size included);
-    /// [`ClientError::NoAdapter`] when wgpu finds no adapter;
-    /// [`ClientError::RequestDevice`] when the adapter refuses a device.
-    pub fn open_default() -> Result<Self, ClientError> {
-        pollster::block_on(Self::open_default_async())
-    }
-
-    async fn open_default_async() -> Result<Self, ClientError> {
-        let config = load_memory_config()?.unwrap_or_default();
-        let policy = load_submit_policy()?;
-        // Vulkan, Metal and DX12 (lavapipe is Vulkan); `WGPU_BACKEND` overrides.
-        let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
-        descriptor.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY);
-        let instance = wgpu::Instance::new(descriptor);
-        let adapter = instance
-            .request_adapter(&wgpu::RequestAdapterOptions {
-                power_preference: wgpu::PowerPreference::HighPerformance,
-                ..Default::default()
-            })
-            .await
-            .map_err(|error| ClientError::NoAdapter(error.to_string()))?;
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("wgpu-memory"),
-                required_limits: adapter.limits(),
-                ..Default::default()
-            })
-            .await
-            .map_err(|error| ClientError::RequestDevice(error.to_string()))?;
-        let layout = match config.pools {
-            Some(pools) => pools.resolve(&storage_memory_properties(&device.limits()))?,
-            None => PoolLayout::Preset(MemoryConfiguration::default()),
-        };
-        let client = Self::with_layout(device, queue, Some(adapter.get_info()), layout);
-        if let Some(budget) = config.budget {
-            client.set_budget(Some(budget.0))?;
-        }
-        client.set_submit_policy(policy);
-        if let Some(history) = config.history {
-            client.record_history(history.events);
-            client.record_backtraces(history.backtraces);
-        }
-        client.set_oom_snapshot(config.oom_snapshot);
-        client.set_records_file(config.records);
-        Ok(client)
     }
 
     /// The adapter the client opened, when it opened one itself.

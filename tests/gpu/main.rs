@@ -6,6 +6,7 @@ mod abandoned_reads;
 mod batch_failure;
 mod budget;
 mod callbacks;
+mod child;
 mod cases;
 #[path = "../../examples/matmul/chain.rs"]
 #[allow(dead_code)]
@@ -26,6 +27,7 @@ mod matmul;
 mod messages;
 mod misuse;
 mod ordering_model;
+mod own_config;
 mod panicking_callback;
 mod pipelines;
 mod poller;
