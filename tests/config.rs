@@ -157,7 +157,13 @@ fn a_bare_unit_prefix_is_refused_naming_both_meanings() {
         }
         let error = parse_error(&format!("[memory]\nbudget = {text:?}\n"));
         assert!(
-            matches!(&error, PoolConfigError::BadSize { field: "budget", .. }),
+            matches!(
+                &error,
+                PoolConfigError::BadSize {
+                    field: "budget",
+                    ..
+                }
+            ),
             "{text:?}: {error:?}"
         );
         assert_message(&error, &["budget", binary, decimal]);

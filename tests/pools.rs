@@ -456,10 +456,15 @@ fn small_reservations_use_held_room_first_and_grow_only_the_small_pool() {
     assert_eq!(pool_of(&weights), 1);
     assert_eq!(pages(&memory), (0, 1));
     let room = memory.memory_report().dynamic[1].usage.bytes_reserved - MIB;
-    assert!(room >= 512 * KIB, "the adaptive page keeps room: {room} bytes");
+    assert!(
+        room >= 512 * KIB,
+        "the adaptive page keeps room: {room} bytes"
+    );
     // Small reservations fill that room before any pool grows.
     let fits = room / (4 * KIB);
-    let mut small: Vec<_> = (0..fits).map(|_| memory.reserve(4 * KIB).unwrap()).collect();
+    let mut small: Vec<_> = (0..fits)
+        .map(|_| memory.reserve(4 * KIB).unwrap())
+        .collect();
     assert!(small.iter().all(|handle| pool_of(handle) == 1));
     assert_eq!(pages(&memory), (0, 1), "no page made for them");
     // The adaptive page is full: the next small one grows the small pool, not the
@@ -467,7 +472,10 @@ fn small_reservations_use_held_room_first_and_grow_only_the_small_pool() {
     small.push(memory.reserve(4 * KIB).unwrap());
     assert_eq!(pool_of(small.last().unwrap()), 0);
     assert_eq!(pages(&memory), (1, 1));
-    assert_eq!(memory.memory_report().dynamic[0].usage.bytes_reserved, 512 * KIB);
+    assert_eq!(
+        memory.memory_report().dynamic[0].usage.bytes_reserved,
+        512 * KIB
+    );
     // With room in both, the pools are looked at in layout order: the small pool's
     // room serves, not the slot just freed in the adaptive page.
     drop(small.remove(0));

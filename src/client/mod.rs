@@ -14,6 +14,7 @@
 #[cfg(test)]
 mod batch_tests;
 mod budget;
+mod cleanup;
 mod compaction;
 mod config;
 mod configure;
@@ -33,6 +34,7 @@ pub use crate::server::{
     MAX_HELD_EXPORTS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes,
     SMALLEST_UPLOAD_PAGE, STAGING_IDLE_OPERATIONS, STAGING_IDLE_RESERVATIONS, SubmitPolicy,
 };
+pub use cleanup::{CleanupReport, GivenBack};
 pub use compaction::CompactionReport;
 pub use config::{load_submit_policy, parse_submit_policy};
 pub use hooks::{DeviceLostCallback, MAX_CALLBACKS, UncapturedErrorCallback};

@@ -6,11 +6,12 @@ mod abandoned_reads;
 mod batch_failure;
 mod budget;
 mod callbacks;
-mod child;
 mod cases;
 #[path = "../../examples/matmul/chain.rs"]
 #[allow(dead_code)]
 mod chain;
+mod child;
+mod cleanup_report;
 mod compaction;
 mod compaction_model;
 mod device;

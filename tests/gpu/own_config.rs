@@ -45,7 +45,11 @@ fn with_config_lays_out_budgets_and_records_history_on_the_applications_device()
     let (device, queue) = own_device();
     let config = parse_memory_config(CONFIG).unwrap();
     let client = Client::with_config(device, queue, &config).unwrap();
-    assert!(has_the_configs_pools(&client), "{:?}", client.memory_report());
+    assert!(
+        has_the_configs_pools(&client),
+        "{:?}",
+        client.memory_report()
+    );
     assert_eq!(client.budget().budget, Some(64_000_000));
     let handle = client.create(&[1, 2, 3, 4]).unwrap();
     assert_eq!(client.read_blocking(&handle).unwrap(), [1, 2, 3, 4]);
@@ -59,7 +63,10 @@ fn with_config_refuses_pools_the_device_cannot_hold() {
     }
     let (device, queue) = own_device();
     let limit = device.limits().max_buffer_size;
-    let text = format!("[memory]\npools = [{{ type = \"sliced\", page_size = {} }}]\n", limit * 2);
+    let text = format!(
+        "[memory]\npools = [{{ type = \"sliced\", page_size = {} }}]\n",
+        limit * 2
+    );
     let config = parse_memory_config(&text).unwrap();
     match Client::with_config(device, queue, &config) {
         Err(ClientError::Config(PoolConfigError::PageOverDeviceLimit { entry: 0, .. })) => {}
@@ -122,10 +129,8 @@ fn client_new_warns_when_a_config_file_is_present() {
     if fresh().is_none() {
         return;
     }
-    let path = std::env::temp_dir().join(format!(
-        "wgpu-memory-unapplied-{}.toml",
-        std::process::id()
-    ));
+    let path =
+        std::env::temp_dir().join(format!("wgpu-memory-unapplied-{}.toml", std::process::id()));
     std::fs::write(&path, CONFIG).unwrap();
     let output = crate::child::run_alone(
         "own_config::client_new_warns_when_a_config_file_is_present",
