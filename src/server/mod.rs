@@ -295,6 +295,9 @@ impl Server {
     pub(crate) fn cleanup(&mut self) {
         let before = self.reserved_bytes();
         self.settle_destroyed();
+        // Exports whose thread has submitted through the client's queue since are due:
+        // let them go now, not at the next reservation, so their pages can go back.
+        self.release_exports();
         self.main.cleanup(Cleanup::Explicit);
         self.staging.cleanup(Cleanup::Explicit);
         self.uploads.memory.cleanup(Cleanup::Explicit);

@@ -29,6 +29,10 @@ mod messages;
 mod misuse;
 mod ordering_model;
 mod own_config;
+mod own_device;
+#[path = "../../examples/own_device.rs"]
+#[allow(dead_code)]
+mod own_device_example;
 mod panicking_callback;
 mod pipelines;
 mod poller;
