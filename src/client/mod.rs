@@ -404,7 +404,8 @@ impl Client {
 
     /// Dispatches `kernel` over `workgroups`, binding the i-th handle as
     /// `@group(0) @binding(i)` (a storage buffer at the handle's offset, its size rounded
-    /// up to 4 bytes, at least 4).
+    /// up to 4 bytes, at least 4). Storage bindings only: a kernel that declares one
+    /// `var<uniform>` is refused (see [`Kernel`]).
     ///
     /// When an input carries a failure (bytes an earlier failed operation left
     /// unwritten), the launch is not dispatched and returns `Ok(())`: its outputs take the
@@ -413,7 +414,7 @@ impl Client {
     /// # Errors
     /// [`ClientError::TooManyWorkgroups`], [`ClientError::TooManyBindings`] against the
     /// device's limits; [`ClientError::Wgpu`] when the shader does not compile, the
-    /// bindings do not match it, or the device was lost (the outputs then carry that
+    /// bindings do not match it (a `var<uniform>` binding included), or the device was lost (the outputs then carry that
     /// error); [`ClientError::Memory`] for a stale handle.
     pub fn launch(
         &self,

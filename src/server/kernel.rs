@@ -8,7 +8,10 @@ use std::sync::Arc;
 /// [`MAX_PIPELINES`](crate::client::MAX_PIPELINES) of them.
 ///
 /// The kernel's storage buffers are `@group(0) @binding(i)` for the i-th handle of a
-/// launch. Every handle is read and written unless [`writes`](Self::writes) says which
+/// launch. Only storage bindings are supported: the client's pages have no `UNIFORM`
+/// usage, so a `var<uniform>` binding is refused by wgpu (the launch returns
+/// [`ClientError::Wgpu`](crate::ClientError::Wgpu)); put small parameters in a small
+/// handle bound `var<storage, read_write>` (the README, "Small parameters"). Every handle is read and written unless [`writes`](Self::writes) says which
 /// are outputs only.
 #[derive(Debug, Clone)]
 pub struct Kernel {

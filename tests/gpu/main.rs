@@ -34,6 +34,7 @@ mod own_device;
 #[allow(dead_code)]
 mod own_device_example;
 mod panicking_callback;
+mod parameters;
 mod pipelines;
 mod poller;
 mod release;
