@@ -414,8 +414,9 @@ impl Client {
     /// # Errors
     /// [`ClientError::TooManyWorkgroups`], [`ClientError::TooManyBindings`] against the
     /// device's limits; [`ClientError::Wgpu`] when the shader does not compile, the
-    /// bindings do not match it (a `var<uniform>` binding included), or the device was lost (the outputs then carry that
-    /// error); [`ClientError::Memory`] for a stale handle.
+    /// bindings do not match it (a `var<uniform>` binding included), or the device was
+    /// lost (the outputs then carry that error); [`ClientError::Memory`] for a stale
+    /// handle.
     pub fn launch(
         &self,
         kernel: &Kernel,
