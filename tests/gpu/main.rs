@@ -37,6 +37,7 @@ mod panicking_callback;
 mod parameters;
 mod pipelines;
 mod poller;
+mod quiet;
 mod release;
 mod reports;
 mod roundtrip;
