@@ -94,7 +94,7 @@ impl Client {
         let started = std::time::Instant::now();
         let _ = self.flush();
         self.poll(wgpu::PollType::Poll);
-        let before = Held::of(&self.shared.server.lock());
+        let before = self.held_after_releases();
         let (moves, bytes_moved) = self.compact_main().unwrap_or_else(|error| {
             tracing::warn!(%error, "cleanup: the compaction's copies were refused");
             (0, 0)

@@ -65,7 +65,7 @@ impl Client {
     /// Compacts the main memory and gives back the main pages left empty.
     fn compact_and_give_back(&self) -> Result<CompactionReport, ClientError> {
         let started = Instant::now();
-        let before = Held::of(&self.shared.server.lock());
+        let before = self.held_after_releases();
         let (moves, bytes_moved) = self.compact_main()?;
         let [main, ..] = self.give_back(false, before);
         Ok(CompactionReport {
@@ -75,6 +75,14 @@ impl Client {
             bytes_given_back: main.bytes,
             took: started.elapsed(),
         })
+    }
+
+    /// What the memories hold once the dropped handles and ended export holds are
+    /// released: their slices are free, not moved.
+    pub(super) fn held_after_releases(&self) -> Held {
+        let mut server = self.shared.server.lock();
+        server.release_dropped();
+        Held::of(&server)
     }
 
     /// Compacts the main memory and submits the batch carrying the copies, in the

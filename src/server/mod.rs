@@ -187,7 +187,7 @@ impl Server {
     /// call, and the exported slices whose hold ended (see `exports`). One still held by a
     /// `HandleResource` or an export stays; the memory's sweeps free it once that
     /// binding is gone.
-    fn release_dropped(&mut self) {
+    pub(crate) fn release_dropped(&mut self) {
         self.release_exports();
         let mut dropped = std::mem::take(&mut self.spare_released);
         std::mem::swap(&mut *self.released.lock(), &mut dropped);
@@ -294,10 +294,8 @@ impl Server {
     /// by submitted work; wgpu keeps a dropped buffer alive until that work is done.
     pub(crate) fn cleanup(&mut self) {
         let before = self.reserved_bytes();
+        self.release_dropped();
         self.settle_destroyed();
-        // Exports whose thread has submitted through the client's queue since are due:
-        // let them go now, not at the next reservation, so their pages can go back.
-        self.release_exports();
         self.main.cleanup(Cleanup::Explicit);
         self.staging.cleanup(Cleanup::Explicit);
         self.uploads.memory.cleanup(Cleanup::Explicit);
