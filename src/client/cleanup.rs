@@ -19,9 +19,11 @@ pub struct GivenBack {
 /// gave back.
 ///
 /// Given-back pages are dropped at once; wgpu frees a page's device memory once the
-/// device is done with the work that uses it (the compaction's copies included), so the
-/// device's own figures (`wgpu::Device::generate_allocator_report`) may fall only after
-/// the submitted work completes. They are not in this report for that reason.
+/// device is done with the work that uses it (the compaction's copies included), and
+/// the budget keeps them charged until then ([`BudgetUse::retiring`](crate::BudgetUse::retiring)). So the device's own
+/// figures ([`Client::device_memory`]) may fall only after the submitted work
+/// completes: they are not in this report for that reason; read them after a
+/// [`Client::sync`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CleanupReport {
     /// Slices the compaction moved (0 when wgpu refused the batch carrying its copies).
@@ -100,6 +102,10 @@ impl Client {
             (0, 0)
         });
         let [main, readback_staging, upload_staging] = self.give_back(true, before);
+        // The given-back pages' retiring bucket goes to the device with this (maybe
+        // empty) batch, so the budget credits them once the device is done with them.
+        let _ = self.flush();
+        self.poll(wgpu::PollType::Poll);
         CleanupReport {
             moves,
             bytes_moved,

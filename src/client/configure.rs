@@ -15,8 +15,9 @@ use std::path::Path;
 impl Client {
     /// Opens the default adapter (a discrete GPU when there is one, then any other,
     /// software adapters such as lavapipe included) of the Vulkan, Metal or DX12 backend
-    /// (or the backends named in `WGPU_BACKEND`) with its own limits, and makes a
-    /// client over it configured by the process's configuration file, as
+    /// (or the backends named in `WGPU_BACKEND`) with its own limits and
+    /// [`Client::memory_hints`] (4 MiB device memory blocks), and makes a client over it
+    /// configured by the process's configuration file, as
     /// [`with_config_file`](Self::with_config_file) does (the file named by
     /// `WGPU_MEMORY_CONFIG`, else `wgpu-memory.toml` in the working directory; without
     /// one, the default adaptive layout and no budget or history).
@@ -49,6 +50,8 @@ impl Client {
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wgpu-memory"),
                 required_limits: adapter.limits(),
+                // Blocks our pages fit, so a page given back returns device memory.
+                memory_hints: Self::memory_hints(),
                 ..Default::default()
             })
             .await

@@ -24,6 +24,16 @@
 //!    replaces ours: errors then reach it instead of the client, and the client notices a
 //!    loss only where wgpu returns typed errors. Register through
 //!    [`Client::on_uncaptured_error`] and [`Client::on_device_lost`] instead.
+//! 5. Every operation of the client catches its own wgpu errors in error scopes, so an
+//!    error that reaches the uncaptured-error handler is the application's (its own
+//!    pipelines, bind groups, submissions). The client keeps its text, then hands it to
+//!    the handlers the application registered; with none registered (or with no client
+//!    left on the device), it panics with wgpu's message on the thread that made the
+//!    error, as wgpu's default handler does, so a mistake never reads back as silent
+//!    zeros. wgpu calls the handler after releasing its own error-sink lock, inside the
+//!    application's wgpu call (`create_bind_group`, `submit`, ...), and the client calls
+//!    the handlers and panics holding no lock of its own (its locks are `parking_lot`'s,
+//!    which a panic never poisons).
 
 use super::{Client, Shared};
 use parking_lot::Mutex;
@@ -71,8 +81,10 @@ impl DeviceHooks {
         let hooks = Arc::downgrade(self);
         self.device
             .on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
-                if let Some(hooks) = hooks.upgrade() {
-                    hooks.uncaptured(&error);
+                match hooks.upgrade() {
+                    Some(hooks) => hooks.uncaptured(&error),
+                    // No client is left to hear it: as wgpu's default would (step 5).
+                    None => unheard(&error),
                 }
             }));
         let hooks = Arc::downgrade(self);
@@ -94,15 +106,22 @@ impl DeviceHooks {
             .collect()
     }
 
-    /// An error no scope caught: each client keeps its text and calls its handlers.
+    /// An error no scope caught: each client keeps its text and calls its handlers; with
+    /// no handler anywhere, the error panics on this thread (step 5). Every lock is let
+    /// go before a handler runs or the panic starts.
     fn uncaptured(&self, error: &wgpu::Error) {
         tracing::error!(%error, "uncaptured wgpu error");
+        let mut heard = false;
         for client in self.clients() {
             client.shared.uncaptured.lock().push(error.to_string());
             let handlers = client.shared.error_handlers.lock().clone();
+            heard |= !handlers.is_empty();
             for handler in handlers {
                 handler(&client, error);
             }
+        }
+        if !heard {
+            unheard(error);
         }
     }
 
@@ -156,9 +175,14 @@ impl Client {
     /// Adds an application handler for wgpu errors that no error scope caught (the
     /// application's own; the client catches its own), called with this client on the
     /// thread that made the error, after the client kept its text (see
-    /// [`uncaptured_errors`](Self::uncaptured_errors)). It must not panic: wgpu's
-    /// default handler would have. wgpu keeps one handler per device and the client holds
-    /// it (see the module doc): do not replace it with `Device::on_uncaptured_error`.
+    /// [`uncaptured_errors`](Self::uncaptured_errors)).
+    ///
+    /// Until the application registers one, such an error panics on the thread that
+    /// made it with wgpu's message (`wgpu error: ...`), as wgpu's default handler does;
+    /// once one is registered, the handlers hear every such error instead and nothing
+    /// panics. A handler may itself panic (the client holds no lock meanwhile). wgpu
+    /// keeps one handler per device and the client holds it (see the module doc): do not
+    /// replace it with `Device::on_uncaptured_error`.
     ///
     /// # Errors
     /// [`ClientError::TooManyCallbacks`](super::ClientError::TooManyCallbacks) past
@@ -175,13 +199,23 @@ impl Client {
     }
 
     /// The wgpu errors that reached the device's uncaptured-error handler since the client
-    /// was made (none of the client's own should: each operation catches its own).
+    /// was made (none of the client's own should: each operation catches its own). Each
+    /// was also handed to the application's handlers, or, with none registered, panicked
+    /// on the thread that made it (see [`on_uncaptured_error`](Self::on_uncaptured_error)).
     ///
     /// At most the newest [`MAX_UNCAPTURED_ERRORS`](super::MAX_UNCAPTURED_ERRORS) (256)
     /// are kept.
     pub fn uncaptured_errors(&self) -> Vec<String> {
         self.shared.uncaptured.lock().to_vec()
     }
+}
+
+/// What wgpu's default uncaptured-error handler does with an error nobody handles:
+/// panics with its message (the same words, so the application sees what wgpu would
+/// have shown it).
+#[track_caller]
+fn unheard(error: &wgpu::Error) -> ! {
+    panic!("wgpu error: {error}\n");
 }
 
 /// Appends `callback` unless `MAX_CALLBACKS` are held.

@@ -116,7 +116,17 @@ impl Client {
         };
         let snapshot = self.memory_snapshot();
         let mut detail = OutOfMemoryDetail::from_snapshot(&snapshot, MAIN_MEMORY);
-        detail.budget = budget;
+        detail.budget = budget.map(|mut budget| {
+            // The figure the pool lines show, from the same snapshot.
+            budget.largest_free_slice = detail
+                .pools
+                .iter()
+                .map(|pool| pool.largest_free_slice)
+                .max()
+                .unwrap_or(0);
+            budget
+        });
+        detail.device = self.device_memory();
         let path = self.shared.oom_snapshot.lock().clone();
         let written = path.and_then(|path| match write_snapshot(&snapshot, &path) {
             Ok(()) => Some(path),

@@ -18,17 +18,21 @@ mod cleanup;
 mod compaction;
 mod config;
 mod configure;
+mod device_memory;
+#[cfg(test)]
+mod failure_tests;
 #[cfg(test)]
 mod fault_tests;
 mod hooks;
 mod memory_history;
 mod mode;
+mod polling;
 mod queue;
 mod reads;
 mod ring;
 mod submit;
 
-pub use crate::report::BudgetUse;
+pub use crate::report::{BudgetUse, DeviceMemory};
 pub use crate::server::{
     BUDGET_FIELD, ClientError, Handle, HandleResource, Kernel, MAX_BATCH_COMMANDS, MAX_BIND_GROUPS,
     MAX_HELD_EXPORTS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes,
@@ -37,10 +41,11 @@ pub use crate::server::{
 pub use cleanup::{CleanupReport, GivenBack};
 pub use compaction::CompactionReport;
 pub use config::{load_submit_policy, parse_submit_policy};
+pub use device_memory::DEVICE_MEMORY_BLOCK;
 pub use hooks::{DeviceLostCallback, MAX_CALLBACKS, UncapturedErrorCallback};
 pub use memory_history::LabelScope;
 pub use mode::ModeWindow;
-pub use queue::ClientQueue;
+pub use queue::{ClientQueue, ClientWriteBufferView};
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,
@@ -121,15 +126,23 @@ impl core::fmt::Debug for Client {
 impl Client {
     /// A client over an application's own device and queue, with the default layout.
     ///
-    /// Installs the device's uncaptured-error handler (it records errors instead of
-    /// panicking, see [`uncaptured_errors`](Self::uncaptured_errors)) and its device-lost
-    /// callback; wgpu keeps one of each per device, so this replaces any the application
-    /// set before, and a second client made on the same device takes them over (use
-    /// clones of one client per device). Pass the application's own through
+    /// Installs the device's uncaptured-error handler and its device-lost callback. An
+    /// error no scope caught is the application's own (see below); the handler keeps its
+    /// text ([`uncaptured_errors`](Self::uncaptured_errors)) and passes it to the
+    /// handlers registered with [`on_uncaptured_error`](Self::on_uncaptured_error), or,
+    /// with none, panics with wgpu's message as wgpu's default handler does. wgpu
+    /// keeps one handler and one device-lost callback per device, so this replaces any
+    /// the application set before, and a second client made on the same device takes them
+    /// over (use clones of one client per device). Pass the application's own through
     /// [`on_uncaptured_error`](Self::on_uncaptured_error) and
     /// [`on_device_lost`](Self::on_device_lost) instead of setting them on the device.
     /// Every operation of the client catches its own errors in error scopes, so none of
-    /// its own should reach the handler.
+    /// its own reaches the handler.
+    ///
+    /// The device's memory hints decide whether the pages the client gives back return
+    /// device memory: open it with [`Client::memory_hints`] (4 MiB blocks, what
+    /// [`open_default`](Self::open_default) uses); wgpu's default `Performance` keeps
+    /// 128-256 MiB blocks (see [`DEVICE_MEMORY_BLOCK`] for what each hint costs).
     ///
     /// Applies no configuration file: when one is present (`WGPU_MEMORY_CONFIG`, or
     /// `wgpu-memory.toml` in the working directory) a `tracing` warning names it. Use
@@ -251,26 +264,33 @@ impl Client {
     ) -> Result<Handle, ClientError> {
         self.before_upload();
         let mut main_failed = false;
-        let created = (|| {
-            // The submit turn first (see `submit_batch`): no batch fails unrecorded
-            // while this write is recorded.
-            let _turn = self.turn();
-            let mut server = self.shared.server.lock();
-            let reserved = server.empty(size);
-            let handle = self
-                .record_failure(&mut server, size, reserved)
-                .inspect_err(|_| main_failed = true)?;
-            let handle = self.reserved(&mut server, handle);
-            server.write_with(&handle, 0, size, fill)?;
-            self.record_transfer(&mut server, EventKind::Upload, size, Some(&handle));
-            Ok((handle, server.submit_due()))
-        })();
+        // Kept until used, so an attempt the budget refused before filling can be retried.
+        let fill = std::cell::Cell::new(Some(fill));
+        let created = self.retry_over_budget(
+            || {
+                main_failed = false;
+                // The submit turn first (see `submit_batch`): no batch fails unrecorded
+                // while this write is recorded.
+                let _turn = self.turn();
+                let mut server = self.shared.server.lock();
+                let reserved = server.empty(size);
+                let handle = self
+                    .record_failure(&mut server, size, reserved)
+                    .inspect_err(|_| main_failed = true)?;
+                let handle = self.reserved(&mut server, handle);
+                server.write_with(&handle, 0, size, |view| fill.take().map_or((), |f| f(view)))?;
+                self.record_transfer(&mut server, EventKind::Upload, size, Some(&handle));
+                Ok((handle, server.submit_due()))
+            },
+            || budget::fill_left(&fill),
+        );
         // The server's lock is released: the out-of-memory detail takes it again.
-        let (handle, due) = if main_failed {
-            self.explain_oom(created)?
+        let explained = if main_failed {
+            self.explain_oom(created)
         } else {
-            self.explain_budget(created)?
+            self.explain_budget(created)
         };
+        let (handle, due) = self.refused_upload(explained, size)?;
         if due {
             self.flush()?;
         }
@@ -286,12 +306,15 @@ impl Client {
     /// room (it names the largest live allocations and each pool's free room, and the
     /// snapshot file when [`set_oom_snapshot`](Self::set_oom_snapshot) set one).
     pub fn empty(&self, size: u64) -> Result<Handle, ClientError> {
-        let reserved = {
-            let mut server = self.shared.server.lock();
-            let reserved = server.empty(size);
-            self.record_failure(&mut server, size, reserved)
-                .map(|handle| self.reserved(&mut server, handle))
-        };
+        let reserved = self.retry_over_budget(
+            || {
+                let mut server = self.shared.server.lock();
+                let reserved = server.empty(size);
+                self.record_failure(&mut server, size, reserved)
+                    .map(|handle| self.reserved(&mut server, handle))
+            },
+            || true,
+        );
         self.explain_oom(reserved)
     }
 
@@ -324,69 +347,27 @@ impl Client {
         fill: impl FnOnce(wgpu::WriteOnly<'_, [u8]>),
     ) -> Result<(), ClientError> {
         self.before_upload();
-        let due = {
-            let _turn = self.turn();
-            let mut server = self.shared.server.lock();
-            server.write_with(handle, offset, size, fill).map(|()| {
-                self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
-                server.submit_due()
-            })
-        };
-        let due = self.explain_budget(due)?;
+        let fill = std::cell::Cell::new(Some(fill));
+        let due = self.retry_over_budget(
+            || {
+                let _turn = self.turn();
+                let mut server = self.shared.server.lock();
+                server
+                    .write_with(handle, offset, size, |view| {
+                        fill.take().map_or((), |f| f(view))
+                    })
+                    .map(|()| {
+                        self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
+                        server.submit_due()
+                    })
+            },
+            || budget::fill_left(&fill),
+        );
+        let due = self.refused_upload(self.explain_budget(due), size)?;
         if due {
             self.flush()?;
         }
         Ok(())
-    }
-
-    /// Before an upload: notices a lost device, and waits for the device while upload
-    /// staging in flight is over [`MAX_IN_FLIGHT`] bytes, so a stream of writes holds a
-    /// bounded amount of staging. Every wait is on the device's answer, and there are at
-    /// most 64 of them.
-    fn before_upload(&self) {
-        self.notice_loss();
-        for _ in 0..64 {
-            if self.shared.uploads_in_flight.load(Ordering::Relaxed) <= MAX_IN_FLIGHT
-                || self.shared.lost.message().is_some()
-            {
-                return;
-            }
-            let _ = self.flush();
-            self.poll(wgpu::PollType::wait_indefinitely());
-        }
-    }
-
-    /// `error`, or the lost-device error when wgpu's error came from a lost device (the
-    /// device-lost callback runs in the poll this makes).
-    fn lost_or(&self, error: ClientError) -> ClientError {
-        self.notice_loss();
-        match (&error, self.shared.lost.message()) {
-            (ClientError::DeviceLost { .. }, _) | (_, None) => error,
-            (_, Some(message)) => crate::server::lost_error(format!("{error}"), message),
-        }
-    }
-
-    /// Runs wgpu's device maintenance without waiting: completes callbacks, and lets the
-    /// device-lost callback run when the device was destroyed. Holds no lock of ours.
-    fn notice_loss(&self) {
-        self.poll(wgpu::PollType::Poll);
-    }
-
-    /// Polls the device holding no lock of ours; a panic inside wgpu is caught and
-    /// logged.
-    fn poll(&self, poll: wgpu::PollType) -> bool {
-        let device = &self.shared.device;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.poll(poll))) {
-            Ok(Ok(_)) => true,
-            Ok(Err(error)) => {
-                tracing::debug!(%error, "device poll failed");
-                false
-            }
-            Err(_) => {
-                tracing::error!("device poll panicked inside wgpu");
-                false
-            }
-        }
     }
 
     /// Failures the device still holds: allocations carry bytes a failed operation left
@@ -413,10 +394,13 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::TooManyWorkgroups`], [`ClientError::TooManyBindings`] against the
-    /// device's limits; [`ClientError::Wgpu`] when the shader does not compile, the
-    /// bindings do not match it (a `var<uniform>` binding included), or the device was
-    /// lost (the outputs then carry that error); [`ClientError::Memory`] for a stale
-    /// handle.
+    /// device's limits; [`ClientError::Wgpu`] when the shader does not compile or the
+    /// bindings do not match it (a `var<uniform>` binding included);
+    /// [`ClientError::DeviceLost`] once the device is lost;
+    /// [`ClientError::ReadOnlyAliasesWritable`] when a `var<storage, read>` binding
+    /// shares a page with a writable one; [`ClientError::Memory`] for a stale handle. A
+    /// launch that returns an error ran nothing and claims nothing: every handle keeps
+    /// its bytes.
     pub fn launch(
         &self,
         kernel: &Kernel,

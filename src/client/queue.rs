@@ -16,8 +16,12 @@ use super::Client;
 ///   `ClientQueue` kept from earlier (wgpu runs a `write_buffer` before the next
 ///   submission, so without this it would run before the client's pending work).
 ///
+/// - [`write_buffer_with`](Self::write_buffer_with) returns a view that, when dropped,
+///   first submits the work the client recorded, then schedules the write: it lands
+///   after every launch and write made before the view is dropped.
+///
 /// Submitting through the `wgpu::Queue` itself (`&*queue`, or the application's own
-/// clone) bypasses both.
+/// clone) bypasses all three.
 pub struct ClientQueue<'a> {
     pub(crate) client: &'a Client,
 }
@@ -52,5 +56,78 @@ impl ClientQueue<'_> {
         let _turn = self.client.turn();
         let _ = self.client.flush();
         self.client.shared.queue.write_buffer(buffer, offset, data);
+    }
+
+    /// A view of `size` bytes that, when dropped, writes its bytes at byte `offset` of
+    /// `buffer` (`wgpu::Queue::write_buffer_with`), ordered after the client's work: the
+    /// drop first submits what the client recorded, in the client's submit turn, and
+    /// only then hands the write to wgpu (which runs it before the next submission). So
+    /// the write lands after every launch and write made before the view is dropped,
+    /// even through a `ClientQueue` kept from earlier; `wgpu::Queue::write_buffer_with`
+    /// itself would land before the client's unsubmitted work.
+    ///
+    /// `None` when wgpu refuses the write (as `wgpu::Queue::write_buffer_with`: the
+    /// range leaves the buffer, or the buffer lacks `COPY_DST`); wgpu then reports the
+    /// error to the device's uncaptured-error handler (see
+    /// [`Client::on_uncaptured_error`]).
+    #[must_use]
+    pub fn write_buffer_with(
+        &self,
+        buffer: &wgpu::Buffer,
+        offset: wgpu::BufferAddress,
+        size: wgpu::BufferSize,
+    ) -> Option<ClientWriteBufferView<'_>> {
+        let view = self
+            .client
+            .shared
+            .queue
+            .write_buffer_with(buffer, offset, size)?;
+        Some(ClientWriteBufferView {
+            client: self.client,
+            view: Some(view),
+        })
+    }
+}
+
+/// The view [`ClientQueue::write_buffer_with`] returns: wgpu's
+/// [`QueueWriteBufferView`](wgpu::QueueWriteBufferView) through `Deref`/`DerefMut`
+/// (`copy_from_slice`, `slice`, `len`), whose drop submits the client's recorded work
+/// before it schedules the write.
+pub struct ClientWriteBufferView<'a> {
+    client: &'a Client,
+    /// Taken on drop; always `Some` before.
+    view: Option<wgpu::QueueWriteBufferView>,
+}
+
+impl std::ops::Deref for ClientWriteBufferView<'_> {
+    type Target = wgpu::QueueWriteBufferView;
+
+    fn deref(&self) -> &wgpu::QueueWriteBufferView {
+        self.view.as_ref().expect("the view is taken only on drop")
+    }
+}
+
+impl std::ops::DerefMut for ClientWriteBufferView<'_> {
+    fn deref_mut(&mut self) -> &mut wgpu::QueueWriteBufferView {
+        self.view.as_mut().expect("the view is taken only on drop")
+    }
+}
+
+impl std::fmt::Debug for ClientWriteBufferView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ClientWriteBufferView")
+            .field(&self.view)
+            .finish()
+    }
+}
+
+impl Drop for ClientWriteBufferView<'_> {
+    fn drop(&mut self) {
+        // The turn first (as `write_buffer`): no other thread submits between the flush
+        // and the write being scheduled. A failed flush is kept as its outputs' claims.
+        let _turn = self.client.turn();
+        let _ = self.client.flush();
+        // Dropping wgpu's view schedules the write.
+        drop(self.view.take());
     }
 }

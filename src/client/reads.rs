@@ -49,7 +49,9 @@ impl Client {
     fn start_read(&self, handles: &[&Handle]) -> ReadFuture {
         self.notice_loss();
         let parts: Vec<(&Handle, u64, u64)> = handles.iter().map(|h| (*h, 0, h.size)).collect();
-        let started = self.explain_budget(self.record_and_submit_read(&parts));
+        let started = self.explain_budget(
+            self.retry_over_budget(|| self.record_and_submit_read(&parts), || true),
+        );
         ReadFuture::new(
             started,
             parts.len(),

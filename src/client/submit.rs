@@ -30,9 +30,18 @@ impl Client {
         &self,
         batch: Option<crate::server::Batch>,
     ) -> Result<Option<wgpu::SubmissionIndex>, ClientError> {
-        let Some(batch) = batch else {
+        let Some(mut batch) = batch else {
             return Ok(None);
         };
+        if batch.is_empty() {
+            // Only pages given back: credited once the work already submitted is done.
+            if let Some(retiring) = batch.retiring.take() {
+                self.shared
+                    .queue
+                    .on_submitted_work_done(move || drop(retiring));
+            }
+            return Ok(None);
+        }
         let submitted = batch.submit(&self.shared.device, &self.shared.queue);
         #[cfg(test)]
         if let Some(hook) = self.shared.after_submit.lock().take() {

@@ -2,7 +2,8 @@
 //! `examples/memory_viz/`. Reads report and snapshot values only, never allocator
 //! internals, and draws nothing itself (no plotting library in the library's build).
 //!
-//! - [`MemorySummary`], [`pool_line`]: a report as text.
+//! - [`MemorySummary`], [`pool_line`]: a report as text; [`DeviceMemory`]: what wgpu's
+//!   allocator holds on the device, beside our pages.
 //! - [`HistoryEvent`], [`HistoryRing`]: a bounded ring of what happened to the memory.
 //! - [`LabelStack`]: nested allocation labels, "outer/inner".
 //! - [`MemorySnapshot`]: every page and slice, the history and the report, as JSON;
@@ -16,6 +17,7 @@
 //! - [`PyTorchSnapshot`]: the snapshot in the shape PyTorch's memory_viz reads, written as a
 //!   pickle by [`MemorySnapshot::to_pytorch_pickle`].
 
+mod device;
 mod frames;
 mod history;
 mod label_stack;
@@ -32,6 +34,7 @@ mod summary;
 mod timeline;
 mod top_labels;
 
+pub use device::DeviceMemory;
 pub use frames::{Frame, MAX_FRAMES, backtrace_frames};
 pub use history::{EventKind, HistoryEvent, HistoryRing};
 pub use label_stack::LabelStack;

@@ -2,6 +2,7 @@
 //! and, pool by pool, the free room and how broken up it is. Computed from a
 //! [`MemorySnapshot`] taken at that moment, so it is exactly what the snapshot shows.
 
+use super::DeviceMemory;
 use super::page_map::PageStats;
 use super::snapshot::MemorySnapshot;
 use crate::memory_management::{format_bytes, fragmentation};
@@ -57,7 +58,7 @@ pub struct MemoryHeld {
 }
 
 /// Why the budget refused a reservation: the budget, what each memory holds against it,
-/// and the largest free slice of any memory.
+/// the main memory's largest free slice, and the upload staging the operation needed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BudgetDetail {
     /// The budget over every memory, in bytes (`[memory] budget`, `Client::set_budget`).
@@ -66,17 +67,29 @@ pub struct BudgetDetail {
     pub memory: String,
     /// Bytes the reservation asked for.
     pub requested: u64,
-    /// What each memory holds, in bytes; together what is held against the budget.
+    /// What each memory holds, in bytes; with `retiring`, what is held against the
+    /// budget.
     pub held: Vec<MemoryHeld>,
-    /// The largest free slice of any page of any memory, in bytes: the biggest
-    /// reservation that fits without a new page.
+    /// Bytes of pages given back that the device may still have been using (charged
+    /// until it is done with them; the client waited for them before it refused).
+    #[serde(default)]
+    pub retiring: u64,
+    /// The largest free slice of the main memory's pages, in bytes: the biggest
+    /// reservation that fits there without a new page (the same figure as the largest
+    /// of the pool lines of the error; the staging memories' free pages were given back
+    /// before the refusal).
     pub largest_free_slice: u64,
+    /// Bytes of upload staging the operation needed beside its main-memory bytes, from
+    /// the same budget: a `create` or `write` of N bytes copies them through N bytes of
+    /// upload staging. 0 for operations that upload nothing.
+    #[serde(default)]
+    pub upload_staging: u64,
 }
 
 impl BudgetDetail {
-    /// Bytes of every memory together.
+    /// Bytes held against the budget: every memory's pages, and pages still retiring.
     pub fn held_total(&self) -> u64 {
-        self.held.iter().map(|held| held.bytes).sum()
+        self.held.iter().map(|held| held.bytes).sum::<u64>() + self.retiring
     }
 }
 
@@ -96,13 +109,28 @@ impl fmt::Display for BudgetDetail {
             let comma = if at == 0 { "" } else { ", " };
             write!(f, "{comma}{} {}", memory.memory, format_bytes(memory.bytes))?;
         }
+        if self.retiring > 0 {
+            write!(
+                f,
+                ", given back and still in use by the device {}",
+                format_bytes(self.retiring)
+            )?;
+        }
         write!(
             f,
-            " ({} together, {} left); largest free slice {}; free memory (drop handles) or raise the budget",
+            " ({} together, {} left); largest free slice {} in main",
             format_bytes(held),
             format_bytes(self.budget.saturating_sub(held)),
             format_bytes(self.largest_free_slice)
-        )
+        )?;
+        if self.upload_staging > 0 {
+            write!(
+                f,
+                "; the upload also needs {} of upload staging under the same budget (a create or write of N bytes copies them through N bytes of staging)",
+                format_bytes(self.upload_staging)
+            )?;
+        }
+        write!(f, "; free memory (drop handles) or raise the budget")
     }
 }
 
@@ -117,6 +145,10 @@ pub struct OutOfMemoryDetail {
     /// When the budget refused the reservation: the budget and what each memory holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetDetail>,
+    /// What wgpu's allocator held on the device at that moment, beside our pages, where
+    /// the backend reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceMemory>,
 }
 
 impl OutOfMemoryDetail {
@@ -176,6 +208,7 @@ impl OutOfMemoryDetail {
             largest,
             pools,
             budget: None,
+            device: None,
         }
     }
 }
@@ -184,6 +217,9 @@ impl fmt::Display for OutOfMemoryDetail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(budget) = &self.budget {
             writeln!(f, "{budget}")?;
+        }
+        if let Some(device) = &self.device {
+            writeln!(f, "{device}")?;
         }
         if self.largest.is_empty() {
             write!(f, "no live allocation")?;

@@ -1,22 +1,26 @@
 //! A human-readable summary of a [`MemoryReport`].
 
+use super::DeviceMemory;
 pub use crate::memory_management::pool_line;
 use crate::memory_management::{MemoryPoolsReport, MemoryReport, format_bytes};
 use core::fmt;
 
 /// Displays a [`MemoryReport`]: one line of totals, the budget when one is given
-/// ([`with_budget`](Self::with_budget)), then each memory (the main pools and every
-/// auxiliary memory, such as staging) with its non-empty pools.
+/// ([`with_budget`](Self::with_budget)), what wgpu's allocator holds on the device when
+/// that is given ([`with_device`](Self::with_device)), then each memory (the main pools
+/// and every auxiliary memory, such as staging) with its non-empty pools.
 ///
 /// ```text
 /// memory: 12.00 MiB in use (3 allocations, 0 B padding) of 16.00 MiB reserved, efficiency 75.0 %
 /// budget: 64.00 MiB, 16.00 MiB held, 48.00 MiB left (peak held 16.00 MiB)
+/// device (wgpu's allocator): 20.00 MiB in 3 blocks, 16.50 MiB allocated (16.00 MiB our pages, 512.00 KiB else: wgpu's own buffers, the application's), 3.50 MiB of the blocks unused
 ///   main pools:
 ///     pool 0: sliced (8.00 MiB pages, slices up to 2.00 MiB): 1 pages (peak 1), ...
 /// ```
 pub struct MemorySummary<'a> {
     report: &'a MemoryReport,
     budget: Option<BudgetUse>,
+    device: Option<DeviceMemory>,
 }
 
 impl<'a> MemorySummary<'a> {
@@ -25,6 +29,7 @@ impl<'a> MemorySummary<'a> {
         Self {
             report,
             budget: None,
+            device: None,
         }
     }
 
@@ -32,6 +37,14 @@ impl<'a> MemorySummary<'a> {
     /// left (`Client::budget` gives `budget`).
     pub fn with_budget(mut self, budget: BudgetUse) -> Self {
         self.budget = Some(budget);
+        self
+    }
+
+    /// Adds the device line: what wgpu's allocator holds on the device beside our pages
+    /// (`Client::device_memory` gives it; `None`, a backend without an allocator report,
+    /// adds nothing).
+    pub fn with_device(mut self, device: Option<DeviceMemory>) -> Self {
+        self.device = device;
         self
     }
 }
@@ -43,11 +56,16 @@ pub struct BudgetUse {
     /// The cap on the bytes of every page of every memory (main, readback staging,
     /// upload staging together), or `None` for no cap.
     pub budget: Option<u64>,
-    /// Bytes of every page held now (each buffer's real size).
+    /// Bytes of every page held now (each buffer's real size), pages given back that the
+    /// device may still use included (`retiring`).
     pub held: u64,
     /// The most bytes ever held at once: never above the budget in force when they were
     /// taken.
     pub peak_held: u64,
+    /// Bytes of given-back pages still charged (part of `held`): recorded or submitted
+    /// work may still use them, and they are credited once the device is done with it
+    /// (a `flush` and the device finishing, or `sync`).
+    pub retiring: u64,
 }
 
 impl BudgetUse {
@@ -67,14 +85,22 @@ impl fmt::Display for BudgetUse {
                 format_bytes(self.held),
                 format_bytes(left),
                 format_bytes(self.peak_held)
-            ),
+            )?,
             _ => write!(
                 f,
                 "budget: none, {} held (peak held {})",
                 format_bytes(self.held),
                 format_bytes(self.peak_held)
-            ),
+            )?,
         }
+        if self.retiring > 0 {
+            write!(
+                f,
+                "; {} of given-back pages wait for the device",
+                format_bytes(self.retiring)
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -119,6 +145,9 @@ impl fmt::Display for MemorySummary<'_> {
         )?;
         if let Some(budget) = &self.budget {
             writeln!(f, "{budget}")?;
+        }
+        if let Some(device) = &self.device {
+            writeln!(f, "{device}")?;
         }
         for stream in &self.report.streams {
             write_pools(f, "main pools", &stream.pools)?;

@@ -10,6 +10,7 @@
 //! so a handle dropped before the submit is freed as usual.
 
 use super::upload_page::UploadPage;
+use crate::storage::wgpu_storage::budget::Retiring;
 use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
 use cubecl_runtime::memory_management::{ManagedMemoryBinding, WeakMemoryBinding};
 use std::ops::Range;
@@ -74,6 +75,9 @@ pub(crate) struct Batch {
     encoder: Option<wgpu::CommandEncoder>,
     outputs: Vec<(WeakMemoryBinding, Range<u64>)>,
     uploads: Vec<UploadPage>,
+    /// The bytes of pages given back up to this batch: credited to the budget once the
+    /// device is done with it (see `storage::wgpu_storage::budget`).
+    pub(crate) retiring: Option<Retiring>,
 }
 
 /// A batch wgpu refused: its message, and the outputs to claim.
@@ -155,6 +159,7 @@ impl PendingWork {
             encoder: self.encoder.take(),
             outputs: std::mem::take(&mut self.outputs),
             uploads: std::mem::take(&mut self.uploads),
+            retiring: None,
         };
         self.dispatches = 0;
         self.bytes = 0;
@@ -164,6 +169,11 @@ impl PendingWork {
 }
 
 impl Batch {
+    /// Whether the batch carries no work (only retired page bytes, if anything).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.encoder.is_none() && self.uploads.is_empty()
+    }
+
     /// Finishes and submits the batch inside error scopes; upload pages are unmapped
     /// first (a submission may not use a mapped buffer) and mapped again behind it.
     ///
@@ -179,7 +189,11 @@ impl Batch {
             encoder,
             outputs,
             uploads,
+            retiring,
         } = self;
+        // Credited once the device is done with this submission and every earlier one:
+        // no work that could use a page of the bucket is left then.
+        let retiring = retiring.map(|bucket| move || drop(bucket));
         // Unmapped in scopes of their own: an unmap wgpu refuses is no error of the
         // recorded work, so it must not fail the batch and claim outputs that ran.
         let ((), unmap_error) = capture(device, || {
@@ -194,7 +208,11 @@ impl Batch {
         // while unwinding maps each page again (`UploadPage`'s guard).
         let (submission, error) = capture(device, || {
             let buffers = encoder.map(|encoder| encoder.finish());
-            queue.submit(buffers)
+            let submission = queue.submit(buffers);
+            if let Some(credit) = retiring {
+                queue.on_submitted_work_done(credit);
+            }
+            submission
         });
         for page in uploads {
             page.remap();

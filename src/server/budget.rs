@@ -186,7 +186,7 @@ impl Server {
     }
 
     /// The budget's part of an out-of-memory error for `refusal`: the budget, what each
-    /// memory holds and the largest free slice of any of them.
+    /// memory holds, the pages still retiring and the main memory's largest free slice.
     pub(crate) fn budget_detail(&self, refusal: BudgetRefusal) -> Option<BudgetDetail> {
         let budget = self.budget.limit()?;
         Some(BudgetDetail {
@@ -198,12 +198,15 @@ impl Server {
                 .into_iter()
                 .map(|(memory, bytes)| MemoryHeld { memory, bytes })
                 .collect(),
-            largest_free_slice: self
-                .memories()
-                .iter()
-                .map(|(_, memory)| memory.largest_free_slice())
-                .max()
-                .unwrap_or(0),
+            retiring: self.budget.retiring(),
+            largest_free_slice: self.main.largest_free_slice(),
+            upload_staging: 0,
         })
+    }
+
+    /// What wgpu's allocator holds on the device, beside the bytes of our pages it may
+    /// hold (the budget's `held`); `None` where the backend gives no report.
+    pub(crate) fn device_memory(&self) -> Option<crate::storage::wgpu_storage::DeviceMemory> {
+        crate::storage::wgpu_storage::DeviceMemory::of(&self.device, self.budget.held())
     }
 }

@@ -70,10 +70,13 @@ pub enum ClientError {
     /// the whole snapshot was written there (`snapshot`); draw it with
     /// `examples/memory_viz`. A snapshot that could not be written is logged and
     /// `snapshot` is `None`.
+    /// The message holds the reservation's own error where the device or a pool refused
+    /// it, and no `source()`: a budget refusal reaches the memory as the storage's
+    /// out-of-memory, and its text ("out of device memory") would mislead there.
     #[error("{}{detail}{}", reserve_line(error, detail), snapshot_line(.snapshot.as_deref()))]
     OutOfMemory {
-        /// The reservation's error, with the memory's numbers.
-        #[source]
+        /// The reservation's error, with the memory's numbers. When `detail.budget` is
+        /// set, the budget refused the page, not the device, whatever its text says.
         error: Box<ReserveError>,
         /// What held the memory at that moment.
         detail: Box<OutOfMemoryDetail>,

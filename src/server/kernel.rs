@@ -1,6 +1,7 @@
 //! [`Kernel`]: a WGSL compute shader and its entry point.
 
-use std::sync::Arc;
+use super::reflection::{BindingUse, binding_use};
+use std::sync::{Arc, OnceLock};
 
 /// A compute kernel: WGSL source and the entry point to run. Cheap to clone. A client
 /// compiles one pipeline per source and entry point (at the first launch), shared by
@@ -11,8 +12,15 @@ use std::sync::Arc;
 /// launch. Only storage bindings are supported: the client's pages have no `UNIFORM`
 /// usage, so a `var<uniform>` binding is refused by wgpu (the launch returns
 /// [`ClientError::Wgpu`](crate::ClientError::Wgpu)); put small parameters in a small
-/// handle bound `var<storage, read_write>` (the README, "Small parameters"). Every handle is read and written unless [`writes`](Self::writes) says which
-/// are outputs only.
+/// handle bound `var<storage, read_write>` (the README, "Small parameters").
+///
+/// What the kernel writes comes from its source: the bindings its entry point
+/// (or a function it calls) stores to, atomics included, read with naga at the first
+/// launch; only those are outputs, which a refused batch or a skipped launch claims (a
+/// binding declared `read_write` but only read is never claimed). Every handle counts
+/// as read.
+/// [`writes`](Self::writes) overrides both for kernels whose outputs are written whole
+/// without being read.
 #[derive(Debug, Clone)]
 pub struct Kernel {
     /// A hash of `source` and `entry_point`, computed once: the pipeline cache's key
@@ -21,8 +29,11 @@ pub struct Kernel {
     pub(crate) label: Arc<str>,
     pub(crate) source: Arc<str>,
     pub(crate) entry_point: Arc<str>,
-    /// The bindings the kernel writes; `None`: every binding.
+    /// The bindings [`writes`](Self::writes) named; `None`: what the source stores to.
     pub(crate) writes: Option<Arc<[usize]>>,
+    /// What the source does with its bindings, read at the first launch and shared by
+    /// clones (see `reflection`).
+    pub(crate) usage: Arc<OnceLock<Arc<BindingUse>>>,
 }
 
 impl Kernel {
@@ -41,24 +52,44 @@ impl Kernel {
             source,
             entry_point,
             writes: None,
+            usage: Arc::default(),
         }
     }
 
-    /// The bindings (positions in a launch's handle list) the kernel writes without
-    /// reading their old bytes. Failure tracking uses it: a failed or skipped launch
-    /// claims the bytes of these handles only, and a claim on them does not stop the
-    /// launch (it overwrites them). Default: every binding is read and written (the safe
-    /// answer when unknown).
+    /// The bindings (positions in a launch's handle list) the kernel writes whole
+    /// without reading their old bytes, replacing what its source says. Failure tracking
+    /// uses it: a refused batch or a skipped launch claims the bytes of these handles
+    /// only, and a claim on them does not stop the launch (it overwrites them). A binding
+    /// the source declares `var<storage, read>` is never written, whatever this says.
+    ///
+    /// Default: the outputs are the bindings the source stores to, and every binding is
+    /// read (so a claim on any of them stops the launch: a store may cover only part of
+    /// a binding). A source naga cannot analyse counts every binding as written.
     pub fn writes(mut self, bindings: &[usize]) -> Self {
         self.writes = Some(bindings.into());
         self
     }
 
-    /// Whether the kernel writes binding `index`.
-    pub(crate) fn writes_binding(&self, index: usize) -> bool {
-        self.writes
-            .as_ref()
-            .is_none_or(|writes| writes.contains(&index))
+    /// What the source does with its bindings: computed once, on the first call, and
+    /// kept by every clone. `known` is a value already computed for the same source and
+    /// entry point (the pipeline cache's), used instead of analysing again.
+    pub(crate) fn binding_use(&self, known: Option<Arc<BindingUse>>) -> Arc<BindingUse> {
+        self.usage
+            .get_or_init(|| {
+                known.unwrap_or_else(|| Arc::new(binding_use(&self.source, &self.entry_point)))
+            })
+            .clone()
+    }
+
+    /// Whether the kernel writes binding `index`, given what its source does (`usage`).
+    pub(crate) fn writes_binding(&self, index: usize, usage: &BindingUse) -> bool {
+        let binding = u32::try_from(index).unwrap_or(u32::MAX);
+        match &self.writes {
+            Some(writes) => {
+                writes.contains(&index) && usage.read_only.binary_search(&binding).is_err()
+            }
+            None => usage.may_write(binding),
+        }
     }
 
     /// Whether the kernel reads binding `index`.

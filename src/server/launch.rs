@@ -4,25 +4,25 @@ use super::caches::{BindGroupKey, CachedPipeline, PipelineKey};
 use super::error::ClientError;
 use super::handle::Handle;
 use super::kernel::Kernel;
-use super::reflection::{aliased_read_only, read_only_bindings};
+use super::reflection::{BindingUse, aliased_read_only};
 use super::{Server, wgpu_error};
 use crate::memory_management::{Claim, FailureId, ManagedMemoryId, Skipped};
 use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
+use std::sync::Arc;
 
 impl Server {
     /// Records a dispatch of `kernel` over `workgroups` in the pending batch, binding the
     /// i-th handle as the storage buffer `@group(0) @binding(i)` at its offset.
     ///
     /// Failure tracking: a launch whose inputs carry a claim is not dispatched; its
-    /// outputs take the same failure and a [`Skipped`] record is added. A launch the
-    /// client refuses itself before handing it to wgpu (a limit, a foreign handle, a
-    /// read-only binding aliasing a writable one, a destroyed page) claims nothing: it
-    /// never ran and every byte is intact. An error wgpu reports while the launch is
-    /// encoded (the pipeline, the bind group) claims the outputs with that error.
-    /// Otherwise the outputs count as written; should the batch fail as a whole, its
-    /// failure claims them (see `batch`). Outputs are the bindings [`Kernel::writes`]
-    /// names, less those the source declares `var<storage, read>`: no failure claims a
-    /// binding the kernel cannot write.
+    /// outputs take the same failure and a [`Skipped`] record is added. A launch that
+    /// returns an error ran nothing and claims nothing, every byte is intact: one the
+    /// client refuses itself (a limit, a foreign handle, a read-only binding aliasing a
+    /// writable one, a destroyed page) and one wgpu refuses while it is encoded (the
+    /// pipeline, the bind group) alike, since nothing reaches the batch before both are
+    /// made. Otherwise the outputs count as written; should the batch fail as a whole,
+    /// its failure claims them (see `batch`). Outputs are the bindings the source stores
+    /// to ([`Kernel::writes`] overrides), never one it declares `var<storage, read>`.
     pub(crate) fn launch(
         &mut self,
         kernel: &Kernel,
@@ -34,30 +34,23 @@ impl Server {
         for handle in handles {
             self.check_owner(handle, &format!("launch of {}", kernel.label))?;
         }
+        let usage = self.binding_use(kernel);
+        let outputs: Vec<&Handle> = (0..handles.len())
+            .filter(|&i| kernel.writes_binding(i, &usage))
+            .map(|i| handles[i])
+            .collect();
         let inputs: Vec<&Handle> = (0..handles.len())
             .filter(|&i| kernel.reads_binding(i))
             .map(|i| handles[i])
             .collect();
         if let Some((failure, needed)) = self.claimed_input(&inputs) {
-            let read_only = read_only_bindings(&kernel.source);
-            let outputs = written_by(kernel, handles, &read_only);
             self.skip(kernel, failure, needed, &outputs);
             return Ok(());
         }
-        let read_only = match self.encode_dispatch(kernel, workgroups, handles) {
-            Ok(read_only) => read_only,
-            Err(error @ ClientError::Wgpu { .. }) => {
-                let read_only = read_only_bindings(&kernel.source);
-                let failure = self.main.error_graph_mut().insert(error.to_string());
-                for output in written_by(kernel, handles, &read_only) {
-                    self.main.taint(&output.binding(), 0..output.size, failure);
-                }
-                self.main.error_graph_mut().prune(failure);
-                return Err(error);
-            }
-            Err(refused) => return Err(refused),
-        };
-        for output in written_by(kernel, handles, &read_only) {
+        // Nothing reaches the batch unless the pipeline and the bind group are made: a
+        // launch refused here ran nothing and claims nothing.
+        self.encode_dispatch(kernel, workgroups, handles)?;
+        for output in outputs {
             let binding = output.binding();
             self.main.written(&binding, 0..output.size);
             self.pending.output(&binding, 0..output.size);
@@ -65,6 +58,19 @@ impl Server {
         self.pending.count_dispatch();
         tracing::debug!(kernel = %kernel.label, ?workgroups, bindings = handles.len(), "launch");
         Ok(())
+    }
+
+    /// What `kernel`'s source does with its bindings: the kernel's own answer, else the
+    /// cached pipeline's for the same source, else read from the source now.
+    fn binding_use(&mut self, kernel: &Kernel) -> Arc<BindingUse> {
+        if let Some(usage) = kernel.usage.get() {
+            return usage.clone();
+        }
+        let cached = self
+            .pipelines
+            .get(&pipeline_key(kernel))
+            .map(|pipeline| pipeline.usage);
+        kernel.binding_use(cached)
     }
 
     /// The first failure claiming bytes of an input, with the input's id.
@@ -244,11 +250,13 @@ impl Server {
             return Err(wgpu_error(format!("compiling {}", kernel.label), error));
         }
         self.next_pipeline_slot += 1;
+        let usage = kernel.binding_use(None);
         let cached = CachedPipeline {
             pipeline: pipeline.0,
             layout: pipeline.1,
             slot: self.next_pipeline_slot,
-            read_only: read_only_bindings(&kernel.source).into(),
+            read_only: usage.read_only.clone().into(),
+            usage,
         };
         self.pipelines.insert(key, cached.clone());
         Ok(cached)
@@ -260,11 +268,11 @@ impl Server {
     }
 }
 
-/// The handles `kernel` writes: those [`Kernel::writes`] names, less the bindings its
-/// source declares read-only (`read_only`, ascending).
-fn written_by<'a>(kernel: &Kernel, handles: &[&'a Handle], read_only: &[u32]) -> Vec<&'a Handle> {
-    (0..handles.len())
-        .filter(|&i| kernel.writes_binding(i) && read_only.binary_search(&(i as u32)).is_err())
-        .map(|i| handles[i])
-        .collect()
+/// The pipeline cache's key for `kernel`.
+fn pipeline_key(kernel: &Kernel) -> PipelineKey {
+    PipelineKey {
+        fingerprint: kernel.fingerprint,
+        source: kernel.source.clone(),
+        entry_point: kernel.entry_point.clone(),
+    }
 }

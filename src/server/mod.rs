@@ -337,10 +337,18 @@ impl Server {
     ///
     /// The ranges that slices moved by a compaction left are released here: the batch
     /// carries their copies, and whatever is recorded next lands in a later submission.
+    /// The batch also carries the budget's bucket of pages given back so far (a batch
+    /// with no work when only that is there), credited once the device is done with it.
     pub(crate) fn take_batch(&mut self) -> Option<Batch> {
         self.uploads.close_batch();
         self.main.release_moved();
-        (!self.pending.is_empty()).then(|| self.pending.take())
+        let retiring = self.budget.close_retiring();
+        if self.pending.is_empty() && retiring.is_none() {
+            return None;
+        }
+        let mut batch = self.pending.take();
+        batch.retiring = retiring;
+        Some(batch)
     }
 
     /// Whether the submit policy (or [`MAX_BATCH_COMMANDS`]) makes a submit due.

@@ -203,3 +203,69 @@ fn the_summary_shows_the_budget_and_what_is_left() {
     assert!(line.contains(" left"), "{line}");
     drop(handle);
 }
+
+/// A refused `create` leaves nothing behind (issue 24 item 4): the upload staging in
+/// flight finishes and the refused create's main page goes back before the error, so the
+/// next small create fits without a `sync` or `cleanup`, and the message is the budget's
+/// (no "the device said"), with one largest free slice and the staging the create needed.
+#[test]
+fn a_refused_create_leaves_the_client_usable() {
+    let Some(client) = fresh() else { return };
+    const BUDGET: u64 = 8 * MIB;
+    client.set_budget(Some(BUDGET)).unwrap();
+    // A 4 MiB main page and 4 MiB of upload staging, in flight: the whole budget.
+    const SIZE: usize = 7 << 19;
+    let first = client.create(&pattern(SIZE, 1)).unwrap();
+    let held_before = client.budget().held;
+    let error = client
+        .create(&pattern(SIZE, 2))
+        .expect_err("a second 3.5 MiB handle and its staging do not fit in 8 MiB");
+    let ClientError::OutOfMemory { detail, .. } = &error else {
+        panic!("expected OutOfMemory, got {error}");
+    };
+    assert!(detail.budget.is_some(), "{error}");
+    let text = error.to_string();
+    let chain = {
+        let mut chain = text.clone();
+        let mut source = std::error::Error::source(&error);
+        while let Some(error) = source {
+            chain.push_str(&format!("\ncaused by: {error}"));
+            source = error.source();
+        }
+        chain
+    };
+    assert!(
+        !chain.contains("the device said") && !chain.contains("out of device memory"),
+        "a budget refusal is no device refusal: {chain}"
+    );
+    assert!(
+        text.contains("also needs 3.50 MiB of upload staging"),
+        "the message says what a create needs: {text}"
+    );
+    // The figure (number and unit) after each "largest free slice".
+    let slices: Vec<String> = text
+        .match_indices("largest free slice ")
+        .map(|(at, found)| {
+            let figure: Vec<&str> = text[at + found.len()..]
+                .split_whitespace()
+                .take(2)
+                .collect();
+            figure.join(" ").trim_end_matches([',', ';']).to_string()
+        })
+        .collect();
+    assert!(
+        slices.windows(2).all(|pair| pair[0] == pair[1]) || slices.len() < 2,
+        "one figure for the largest free slice: {slices:?} in {text}"
+    );
+    let after = client.budget().held;
+    assert!(
+        after <= held_before,
+        "the refused create kept {} bytes: {after} held, {held_before} before it",
+        after.saturating_sub(held_before)
+    );
+    // No sync, no cleanup: a small create fits at once, and the first handle still reads.
+    let small = client.create(&pattern(512, 3)).unwrap();
+    assert!(*client.read_blocking(&small).unwrap() == *pattern(512, 3));
+    assert!(*client.read_blocking(&first).unwrap() == *pattern(SIZE, 1));
+    assert!(client.budget().peak_held <= BUDGET);
+}

@@ -3,6 +3,7 @@
 //! When wgpu finds no adapter the tests skip, except with `CI=true`, where they fail.
 
 mod abandoned_reads;
+mod app_errors;
 mod batch_failure;
 mod budget;
 mod callbacks;
@@ -16,6 +17,7 @@ mod compaction;
 mod compaction_model;
 mod device;
 mod device_loss;
+mod device_memory;
 mod failures;
 mod history;
 #[path = "../../examples/matmul/job.rs"]

@@ -107,6 +107,40 @@ fn a_write_through_a_kept_client_queue_runs_after_an_earlier_launch() {
     );
 }
 
+/// Issue 24, item 5: a `write_buffer_with` through a kept `ClientQueue` lands after a
+/// launch the client recorded before the view was dropped.
+#[test]
+fn a_write_buffer_with_through_a_kept_client_queue_runs_after_an_earlier_launch() {
+    let Some(client) = fresh() else { return };
+    client.set_submit_policy(SubmitPolicy {
+        max_dispatches: u32::MAX,
+        max_bytes: u64::MAX,
+    });
+    let len = 1024;
+    let handle = client.create(&words(0..len as u32 / 4)).unwrap();
+    let resource = client.resource(&handle).unwrap();
+    let queue = client.queue();
+    client
+        .launch(
+            &Kernel::new("add one", ADD_ONE, "main"),
+            groups_for(len as u64),
+            &[&handle],
+        )
+        .unwrap();
+    let written = words([42; 256]);
+    let size = wgpu::BufferSize::new(len as u64).unwrap();
+    let mut view = queue
+        .write_buffer_with(&resource.buffer, resource.offset, size)
+        .expect("a write inside the slice");
+    view.copy_from_slice(&written);
+    drop(view);
+    drop(resource);
+    assert!(
+        client.read_blocking(&handle).unwrap() == written,
+        "the application's write ran before the launch recorded before it"
+    );
+}
+
 /// The application's own `x[i] += 1` pipeline, recorded in encoders of its own.
 pub struct AppAddOne {
     pipeline: wgpu::ComputePipeline,

@@ -2,16 +2,37 @@
 //!
 //! The main memory, the readback staging and the upload staging of a client each have a
 //! [`WgpuStorage`](super::WgpuStorage); all three hold one shared `Budget`. Each storage
-//! asks it for a page's bytes *before* it calls `create_buffer`, and gives them back when
-//! the page's buffer is dropped at a flush, so no buffer is ever created past the cap.
+//! asks it for a page's bytes *before* it calls `create_buffer`, so no buffer is ever
+//! created past the cap.
+//!
+//! A page given back is not free yet: wgpu keeps a dropped buffer alive (and its device
+//! memory allocated) while recorded or submitted work uses it. So a given-back page's
+//! bytes stay charged until the device is done with every piece of work that could use
+//! it, in three steps:
+//!
+//! 1. the storage *retires* the bytes when it drops the buffer (`Budget::retire`): they
+//!    join the open bucket and stay in `held`;
+//! 2. the server closes the bucket when it takes the pending work out for submission
+//!    ([`Budget::close_retiring`]): every piece of work that could use a page of the
+//!    bucket is in that batch or in an earlier one;
+//! 3. the client registers the closed bucket ([`Retiring`]) with
+//!    `queue.on_submitted_work_done` right after the batch's submit; wgpu runs (or drops)
+//!    that callback once the device is done with every submission so far, and dropping
+//!    the bucket credits its bytes.
+//!
+//! A reservation the budget refuses while bytes are retiring is retried by the client
+//! after it flushed and waited for the device.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The cap on the bytes of every page held, in bytes, and what is held against it.
 ///
 /// `held` counts the real size of every buffer a storage holding this budget made and
-/// has not dropped yet (a page given back but not yet flushed still counts: its buffer
-/// still exists). Without a limit nothing is refused, and `held` is still counted.
+/// the device may still hold: a page given back but not yet flushed still counts (its
+/// buffer still exists), and so does a page dropped while work that may use it is not
+/// known to be done ([`retiring`](Self::retiring), see the module doc). Without a limit
+/// nothing is refused, and `held` is still counted.
 ///
 /// Pages are reserved under the client's server lock, and the limit is changed under it,
 /// so a check and the reservation that follows it are never interleaved with a change of
@@ -26,6 +47,42 @@ pub struct Budget {
     /// Pages refused so far (a clock: a caller compares it before and after a reservation
     /// to know whether the budget refused it).
     refusals: AtomicU64,
+    /// Bytes of dropped pages not yet in a closed bucket (step 1 of the module doc).
+    open_retiring: AtomicU64,
+    /// Bytes of dropped pages still charged: the open bucket and every closed one whose
+    /// work is not known done. Part of `held`.
+    retiring: AtomicU64,
+}
+
+/// A closed bucket of retired page bytes: credited back to the budget when dropped (by
+/// the `on_submitted_work_done` callback it was moved into, whether wgpu runs that
+/// callback or drops it uncalled on a lost device).
+#[derive(Debug)]
+#[must_use = "dropping the bucket credits its bytes at once"]
+pub struct Retiring {
+    budget: Arc<Budget>,
+    bytes: u64,
+}
+
+impl Retiring {
+    /// Bytes of the pages in the bucket.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl Drop for Retiring {
+    fn drop(&mut self) {
+        self.budget.release(self.bytes);
+        sub(&self.budget.retiring, self.bytes);
+    }
+}
+
+/// Subtracts `bytes` from `counter`, never below 0.
+fn sub(counter: &AtomicU64, bytes: u64) {
+    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+        Some(held.saturating_sub(bytes))
+    });
 }
 
 impl Default for Budget {
@@ -35,6 +92,8 @@ impl Default for Budget {
             held: AtomicU64::new(0),
             peak: AtomicU64::new(0),
             refusals: AtomicU64::new(0),
+            open_retiring: AtomicU64::new(0),
+            retiring: AtomicU64::new(0),
         }
     }
 }
@@ -97,13 +156,35 @@ impl Budget {
         }
     }
 
-    /// Gives back `bytes` of a buffer that was dropped (or never made).
+    /// Bytes of given-back pages still charged because the device may still use them
+    /// (part of [`held`](Self::held)): a flush and a wait for the device credit them.
+    pub fn retiring(&self) -> u64 {
+        self.retiring.load(Ordering::Relaxed)
+    }
+
+    /// Gives back `bytes` of a buffer that was never made (wgpu refused it).
     pub(crate) fn release(&self, bytes: u64) {
-        let _ = self
-            .held
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
-                Some(held.saturating_sub(bytes))
-            });
+        sub(&self.held, bytes);
+    }
+
+    /// Retires `bytes` of a page whose buffer was just dropped: still held, until the
+    /// bucket it joins is closed and its work done (see the module doc).
+    pub(crate) fn retire(&self, bytes: u64) {
+        self.retiring.fetch_add(bytes, Ordering::Relaxed);
+        self.open_retiring.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Closes the open bucket: the pages retired since the last close, or `None` when
+    /// none was. Call it when the pending work is taken for submission, and credit the
+    /// bucket (drop it) once the device is done with that submission.
+    pub fn close_retiring(self: &Arc<Self>) -> Option<Retiring> {
+        match self.open_retiring.swap(0, Ordering::Relaxed) {
+            0 => None,
+            bytes => Some(Retiring {
+                budget: self.clone(),
+                bytes,
+            }),
+        }
     }
 }
 
@@ -125,6 +206,31 @@ mod tests {
         );
         budget.release(100);
         assert_eq!((budget.held(), budget.peak_held()), (0, 100));
+    }
+
+    /// A dropped page stays held until its closed bucket is dropped; pages retired after
+    /// the close go to the next bucket.
+    #[test]
+    fn retired_bytes_stay_held_until_their_bucket_is_credited() {
+        let budget = Arc::new(Budget::default());
+        budget.set_limit(Some(100));
+        assert!(budget.try_hold(80));
+        budget.retire(50);
+        assert_eq!((budget.held(), budget.retiring()), (80, 50));
+        assert!(!budget.try_hold(30), "the retired 50 bytes still count");
+        let first = budget.close_retiring().expect("50 bytes retired");
+        assert_eq!(first.bytes(), 50);
+        budget.retire(20);
+        assert!(
+            budget
+                .close_retiring()
+                .is_some_and(|next| next.bytes() == 20)
+        );
+        assert_eq!((budget.held(), budget.retiring()), (60, 50));
+        assert!(budget.close_retiring().is_none(), "nothing retired since");
+        drop(first);
+        assert_eq!((budget.held(), budget.retiring()), (10, 0));
+        assert!(budget.try_hold(90));
     }
 
     #[test]

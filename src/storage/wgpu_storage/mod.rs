@@ -2,10 +2,12 @@
 
 pub mod budget;
 mod copies;
+mod device_memory;
 pub mod error;
 pub mod limits;
 
 pub use copies::PendingCopy;
+pub use device_memory::DeviceMemory;
 
 use super::{ComputeStorage, StorageHandle, StorageId, StorageUtilization};
 use budget::Budget;
@@ -28,7 +30,8 @@ use std::sync::Arc;
 ///   that would cross the budget is `IoError::OutOfMemory` without calling wgpu, so the
 ///   memory above cleans up and retries as it does when the device refuses a page.
 /// - Deallocated buffers are dropped at [`flush`](ComputeStorage::flush); wgpu keeps a
-///   dropped buffer alive until the work already submitted on it is done.
+///   dropped buffer alive until the work already submitted on it is done, so its bytes
+///   are retired, not credited, in the budget (see [`budget`]).
 #[derive(Debug)]
 pub struct WgpuStorage {
     device: wgpu::Device,
@@ -208,7 +211,9 @@ impl ComputeStorage for WgpuStorage {
         for id in self.pending_dealloc.drain(..) {
             if let Some(buffer) = self.buffers.remove(&id) {
                 self.allocated -= buffer.size();
-                self.budget.release(buffer.size());
+                // Work recorded or submitted may still use the buffer: its bytes stay
+                // charged until the device is done with it (see `budget`).
+                self.budget.retire(buffer.size());
                 self.deallocations += 1;
             }
         }

@@ -1,0 +1,102 @@
+//! What naga tells of a kernel's bindings (issue 24, item 3).
+
+use super::*;
+
+const SOURCE: &str = "
+@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@group(0) @binding(2) var<storage, read> z: array<u32>;
+@compute @workgroup_size(1) fn main() { y[0] = x[0] + z[0]; }
+";
+
+fn written(source: &str, entry_point: &str) -> Option<Vec<u32>> {
+    binding_use(source, entry_point).written
+}
+
+#[test]
+fn read_only_storage_bindings_are_found() {
+    assert_eq!(binding_use(SOURCE, "main").read_only, vec![0, 2]);
+    assert_eq!(binding_use("not wgsl", "main"), BindingUse::default());
+}
+
+#[test]
+fn a_read_write_binding_only_read_is_not_written() {
+    let source = "
+@group(0) @binding(0) var<storage, read_write> w: array<f32>;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(4) fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    y[i.x] = w[i.x] * x[i.x];
+}";
+    assert_eq!(written(source, "main"), Some(vec![2]));
+    let usage = binding_use(source, "main");
+    assert!(!usage.may_write(0) && !usage.may_write(1) && usage.may_write(2));
+}
+
+#[test]
+fn stores_through_pointers_fields_and_atomics_are_writes() {
+    let source = "
+struct Out { count: atomic<u32>, values: array<u32> }
+@group(0) @binding(0) var<storage, read_write> input: array<u32>;
+@group(0) @binding(1) var<storage, read_write> counter: atomic<u32>;
+@group(0) @binding(2) var<storage, read_write> out: Out;
+@group(0) @binding(3) var<storage, read_write> via_pointer: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read_write> loaded_atomic: atomic<u32>;
+@compute @workgroup_size(1) fn main() {
+    atomicAdd(&counter, input[0]);
+    out.values[1] = atomicLoad(&loaded_atomic);
+    let p = &via_pointer[2];
+    (*p).y = 3u;
+}";
+    // An atomic load alone is a read; every other access here stores.
+    assert_eq!(written(source, "main"), Some(vec![1, 2, 3]));
+}
+
+#[test]
+fn what_a_called_function_stores_counts_for_the_entry_point() {
+    let source = "
+@group(0) @binding(0) var<storage, read_write> a: array<u32>;
+@group(0) @binding(1) var<storage, read_write> b: array<u32>;
+@group(0) @binding(2) var<storage, read_write> c: array<u32>;
+fn deepest(i: u32) { c[i] = a[i]; }
+fn helper(i: u32) { deepest(i); }
+@compute @workgroup_size(1) fn main() { helper(b[0]); }
+@compute @workgroup_size(1) fn other() { b[0] = 1u; }
+";
+    assert_eq!(written(source, "main"), Some(vec![2]));
+    assert_eq!(written(source, "other"), Some(vec![1]));
+}
+
+#[test]
+fn an_unanalysable_source_counts_every_binding_as_written() {
+    // Validates not (a store to a read-only binding): every binding but the read-only
+    // one may be written.
+    let invalid = "
+@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(1) fn main() { x[0] = 1u; }";
+    let usage = binding_use(invalid, "main");
+    assert_eq!(usage.written, None);
+    assert!(!usage.may_write(0) && usage.may_write(1) && usage.may_write(7));
+    // No such entry point.
+    assert_eq!(written(SOURCE, "missing"), None);
+    assert!(binding_use("not wgsl", "main").may_write(0));
+}
+
+#[test]
+fn other_groups_and_uniforms_are_not_bindings_of_the_launch() {
+    let source = "
+@group(0) @binding(0) var<uniform> scale: vec4<u32>;
+@group(1) @binding(0) var<storage, read_write> elsewhere: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(1) fn main() { y[0] = scale.x; elsewhere[0] = 1u; }";
+    assert_eq!(written(source, "main"), Some(vec![1]));
+}
+
+#[test]
+fn a_read_only_binding_in_a_writable_bindings_buffer_is_found() {
+    assert_eq!(aliased_read_only(&[0, 2], &["a", "a", "b"]), Some((0, 1)));
+    // Two read-only bindings may share a buffer.
+    assert_eq!(aliased_read_only(&[0, 2], &["a", "b", "a"]), None);
+    assert_eq!(aliased_read_only(&[], &["a", "a"]), None);
+}
