@@ -35,6 +35,11 @@ pub(crate) struct History {
     recently_freed: HashMap<u64, (Option<String>, u64)>,
     /// The order `recently_freed` was filled in, oldest first.
     freed_order: VecDeque<u64>,
+    /// Where a compaction last moved each live allocation reserved while history was on:
+    /// id → placement. Its free names this place, not the one it was reserved in (the
+    /// handle's [`FreeRecord`] only knows that one). Bounded by `live`: an entry is made
+    /// only for an id in `live` and goes with its free.
+    moved: HashMap<u64, Placement>,
     /// Whether each reservation records the caller's backtrace.
     pub(crate) backtraces: bool,
 }
@@ -48,6 +53,7 @@ impl History {
             live: HashMap::new(),
             recently_freed: HashMap::new(),
             freed_order: VecDeque::new(),
+            moved: HashMap::new(),
             backtraces: false,
         }
     }
@@ -91,6 +97,7 @@ impl History {
     /// Moves allocation `id` from the live ones to the recently freed ones (the oldest of
     /// those is forgotten past [`RECENTLY_FREED`]).
     fn freed(&mut self, id: u64) {
+        self.moved.remove(&id);
         let Some(entry) = self.live.remove(&id) else {
             return;
         };
@@ -107,6 +114,7 @@ impl History {
     pub(crate) fn forget_labels(&mut self) {
         self.freed_order.clear();
         self.live.clear();
+        self.moved.clear();
         self.recently_freed.clear();
     }
 
@@ -124,7 +132,8 @@ pub(crate) struct FreeRecord {
     pub(crate) bytes: u64,
     pub(crate) id: u64,
     pub(crate) label: Option<String>,
-    /// Where the slice was reserved.
+    /// Where the slice was reserved; a compaction's move since then overrides it (see
+    /// `History::moved`).
     pub(crate) placement: Option<Placement>,
 }
 
@@ -133,9 +142,9 @@ impl Drop for FreeRecord {
         // The client may be gone already: then there is no ring to record into.
         if let Some(history) = self.history.upgrade() {
             let label = self.label.take();
-            let placement = self.placement.take();
             let id = self.id;
             let mut history = history.lock();
+            let placement = history.moved.get(&id).cloned().or(self.placement.take());
             history.freed(id);
             history.push(EventKind::Free, self.bytes, |event| {
                 event.id = Some(id);
@@ -274,9 +283,18 @@ fn push_move(
         return;
     };
     let label = history.label_of(id).and_then(|(label, _)| label.clone());
+    let pool = pool_at(memory, pool);
+    if name == MAIN_MEMORY && history.live.contains_key(&id) {
+        let placement = Placement {
+            pool: pool.clone(),
+            page: to_page,
+            offset: to_offset,
+        };
+        history.moved.insert(id, placement);
+    }
     history.push(EventKind::Move, bytes, |record| {
         record.memory = Some(name.to_string());
-        record.pool = Some(pool_at(memory, pool));
+        record.pool = Some(pool);
         record.page = Some(to_page);
         record.offset = Some(to_offset);
         record.from_page = Some(from_page);
