@@ -899,3 +899,53 @@ fn pools_without_pages_get_no_heading_but_are_counted() {
     );
     assert_eq!(page_bars(&svg), 20);
 }
+
+/// A snapshot taken with history off has no events to spread over time: the timeline
+/// draws no time ticks (they would count fractions of a µs past the moment it was
+/// taken) and says in the plot that history was off and how to turn it on.
+#[test]
+fn a_snapshot_without_history_says_so_instead_of_drawing_a_time_axis() {
+    let mut snapshot = layers_snapshot();
+    snapshot.history.clear();
+    snapshot.history_dropped = 0;
+    let (timeline, _) = pictures(&snapshot, None);
+    let doc = parse(&timeline);
+    let ticks: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(text_of)
+        .filter(|text| {
+            text.strip_suffix(" ms")
+                .is_some_and(|n| n.parse::<f64>().is_ok())
+        })
+        .collect();
+    assert!(ticks.is_empty(), "time ticks drawn: {ticks:?}");
+    let note = with_class(&doc, "no-history");
+    assert_eq!(note.len(), 1, "one note in the plot");
+    let text = text_of(note[0]);
+    assert!(text.contains("history was off"), "{text}");
+    assert!(text.contains("record_history"), "{text}");
+    assert!(text.contains("[memory] history"), "{text}");
+    // Every line of the note lies inside its box.
+    let frame = note[0]
+        .children()
+        .filter(|n| n.has_tag_name("rect"))
+        .last()
+        .unwrap();
+    let (left, right) = (
+        number(frame, "x"),
+        number(frame, "x") + number(frame, "width"),
+    );
+    for line in note[0].children().filter(|n| n.has_tag_name("text")) {
+        let w = style::text_width(&text_of(line), number(line, "font-size"));
+        let x = number(line, "x");
+        assert!(
+            x - w / 2.0 >= left && x + w / 2.0 <= right,
+            "{:?}",
+            text_of(line)
+        );
+    }
+    // With history, no such note.
+    let (with_history, _) = pictures(&layers_snapshot(), None);
+    assert!(with_class(&parse(&with_history), "no-history").is_empty());
+}

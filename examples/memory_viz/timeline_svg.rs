@@ -134,8 +134,13 @@ pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> String {
         y_max: peak as f64 * 1.05,
     };
     let layers = layers(&timeline);
-    draw_axes(&mut svg, &scale, &timeline);
+    // Without events there is no time to spread: only the moment it was taken is known.
+    let history = !snapshot.history.is_empty();
+    draw_axes(&mut svg, &scale, &timeline, history);
     draw_layers(&mut svg, &scale, &timeline, &layers);
+    if !history {
+        draw_no_history(&mut svg, &scale);
+    }
     draw_event_lines(&mut svg, &scale, &timeline);
     draw_reserved(&mut svg, &scale, &timeline);
     draw_page_markers(&mut svg, &scale, &timeline);
@@ -200,7 +205,50 @@ fn draw_title(svg: &mut Svg, snapshot: &MemorySnapshot, timeline: &Timeline) -> 
     y
 }
 
-fn draw_axes(svg: &mut Svg, scale: &Scale, timeline: &Timeline) {
+/// What a snapshot with no events says across its plot: history was off, and how to turn
+/// it on (the text the tests look for is "history was off" and both ways).
+pub const NO_HISTORY: [&str; 2] = [
+    "No history in this snapshot: history was off, so only the moment it was taken is drawn.",
+    "Turn it on before the work: client.record_history(10_000), or [memory] history = 10000 in the config.",
+];
+
+/// The note of [`NO_HISTORY`], centred in the plot on a white box.
+fn draw_no_history(svg: &mut Svg, scale: &Scale) {
+    let width = PLOT_WIDTH - 40.0;
+    let lines: Vec<String> = NO_HISTORY
+        .iter()
+        .flat_map(|line| style::wrap(line, BODY_SIZE, width - 16.0))
+        .collect();
+    let height = lines.len() as f64 * 17.0 + 10.0;
+    let top = scale.top + (PLOT_HEIGHT - height) / 2.0;
+    svg.open_group(r#"class="no-history""#, None);
+    svg.rect(
+        PLOT_X + 20.0,
+        top,
+        width,
+        height,
+        Fill::Solid(crate::svg::Rgb(0xFF, 0xFF, 0xFF)),
+        "",
+        None,
+    );
+    svg.frame(PLOT_X + 20.0, top, width, height, MUTED, "");
+    for (row, line) in lines.iter().enumerate() {
+        svg.text(
+            (PLOT_X + PLOT_WIDTH / 2.0, top + 13.5 + row as f64 * 17.0),
+            BODY_SIZE,
+            Weight::Normal,
+            Anchor::Middle,
+            INK,
+            line,
+            "",
+        );
+    }
+    svg.close_group();
+}
+
+/// The plot's frame, byte ticks and (when there is `history` to spread over time) time
+/// ticks.
+fn draw_axes(svg: &mut Svg, scale: &Scale, timeline: &Timeline, history: bool) {
     let bottom = scale.top + PLOT_HEIGHT;
     svg.rect(
         PLOT_X,
@@ -238,7 +286,12 @@ fn draw_axes(svg: &mut Svg, scale: &Scale, timeline: &Timeline) {
         timeline.start_us as f64 / 1000.0,
         timeline.end_us as f64 / 1000.0,
     );
-    for (time_ms, label) in axis::time_ticks(start_ms, end_ms, 8) {
+    let ticks = if history {
+        axis::time_ticks(start_ms, end_ms, 8)
+    } else {
+        Vec::new()
+    };
+    for (time_ms, label) in ticks {
         let x = scale.x((time_ms * 1000.0).round() as u64);
         svg.polyline(
             &[(x, bottom), (x, bottom + 4.0)],
@@ -286,7 +339,11 @@ fn draw_axes(svg: &mut Svg, scale: &Scale, timeline: &Timeline) {
         Weight::Normal,
         Anchor::Middle,
         MUTED,
-        "time since the client started",
+        if history {
+            "time since the client started"
+        } else {
+            "no time axis: the snapshot holds no history events"
+        },
         "",
     );
 }
