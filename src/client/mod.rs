@@ -298,7 +298,7 @@ impl Client {
             let mut server = self.shared.server.lock();
             let reserved = server.empty(size);
             let handle = self
-                .record_failure(&mut server, size, reserved)
+                .record_failure(&mut server, reserved)
                 .inspect_err(|_| main_failed = true)?;
             let handle = self.reserved(&mut server, handle);
             server.write_with(&handle, 0, size, fill)?;
@@ -329,7 +329,7 @@ impl Client {
         let reserved = {
             let mut server = self.shared.server.lock();
             let reserved = server.empty(size);
-            self.record_failure(&mut server, size, reserved)
+            self.record_failure(&mut server, reserved)
                 .map(|handle| self.reserved(&mut server, handle))
         };
         self.explain_oom(reserved)
