@@ -929,8 +929,7 @@ fn a_snapshot_without_history_says_so_instead_of_drawing_a_time_axis() {
     // Every line of the note lies inside its box.
     let frame = note[0]
         .children()
-        .filter(|n| n.has_tag_name("rect"))
-        .last()
+        .rfind(|n| n.has_tag_name("rect"))
         .unwrap();
     let (left, right) = (
         number(frame, "x"),
