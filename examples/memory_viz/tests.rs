@@ -208,6 +208,7 @@ fn layers_snapshot() -> MemorySnapshot {
         ],
         history,
         history_dropped: 0,
+        started_unix_us: None,
         report: MemoryReport { streams: vec![] },
     }
 }

@@ -39,6 +39,7 @@ impl Client {
         let (events, dropped) = history.events();
         snapshot.history = events;
         snapshot.history_dropped = dropped;
+        snapshot.started_unix_us = Some(history.started_unix_us());
         for slice in snapshot
             .memories
             .iter_mut()
@@ -119,7 +120,19 @@ impl Client {
                 Some(refusal) => (refusal.memory, refusal.requested),
                 None => (MAIN_MEMORY, error.requested()),
             };
-            self.record_out_of_memory(&mut server, memory, requested, &error);
+            let free_bytes = if refusal.is_some() {
+                let budget = server.budget();
+                budget
+                    .limit()
+                    .map_or(0, |limit| limit.saturating_sub(budget.held()))
+            } else {
+                let usage = crate::report::memory_usage(&server.memory_report(), memory);
+                usage
+                    .bytes_reserved
+                    .saturating_sub(usage.bytes_in_use)
+                    .saturating_sub(usage.bytes_padding)
+            };
+            self.record_out_of_memory(&mut server, memory, requested, free_bytes, &error);
             refusal.and_then(|refusal| server.budget_detail(refusal))
         };
         let snapshot = self.memory_snapshot();
@@ -141,14 +154,15 @@ impl Client {
     }
 
     /// Records an [`EventKind::OutOfMemory`] of `bytes` refused in `memory` for `error`,
-    /// after the page events the failed reservation left, when history is on (`server`
-    /// is the locked server). A capped main pool that is full names itself; the device or
-    /// the budget refusing a page names no pool.
+    /// with `free_bytes` still free to it, after the page events the failed reservation
+    /// left, when history is on (`server` is the locked server). A capped main pool that
+    /// is full names itself; the device or the budget refusing a page names no pool.
     fn record_out_of_memory(
         &self,
         server: &mut Server,
         memory: &str,
         bytes: u64,
+        free_bytes: u64,
         error: &crate::memory_management::ReserveError,
     ) {
         let mut history = self.shared.history.lock();
@@ -169,6 +183,7 @@ impl Client {
             event.label = label;
             event.memory = Some(memory.to_string());
             event.pool = pool;
+            event.free_bytes = Some(free_bytes);
         });
     }
 

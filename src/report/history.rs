@@ -28,7 +28,8 @@ pub enum EventKind {
     /// A reservation found the first pool that accepts its size capped and full, and went
     /// to a later one (`pool`); `id` and `label` are the reservation's.
     Spill,
-    /// A reservation of `bytes` failed for lack of memory.
+    /// A reservation of `bytes` failed for lack of memory in `memory` (`pool`: the capped
+    /// pool that was full, if that was why); `free_bytes` says what was still free.
     OutOfMemory,
     /// `bytes` were uploaded to the device.
     Upload,
@@ -119,6 +120,12 @@ pub struct HistoryEvent {
     /// The offset in bytes a moved slice left in `from_page`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_offset: Option<u64>,
+    /// For an [`EventKind::OutOfMemory`]: the bytes still free to the refused memory, in
+    /// bytes. When the budget refused, what the budget had left; otherwise the free bytes
+    /// inside the pages the memory held (the device's own free memory is not known
+    /// through wgpu).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_bytes: Option<u64>,
 }
 
 impl HistoryEvent {
@@ -137,6 +144,7 @@ impl HistoryEvent {
             backtrace: None,
             from_page: None,
             from_offset: None,
+            free_bytes: None,
         }
     }
 }

@@ -44,11 +44,12 @@ pub use page_map::{
 };
 pub use peak::peak_holders;
 pub use pytorch::{
-    BASE_ADDRESS, PAGE_ALIGN, PyTorchBlock, PyTorchFrame, PyTorchSegment, PyTorchSnapshot,
-    PyTorchTraceEntry,
+    BASE_ADDRESS, DEFAULT_POOL_ID, PAGE_SPAN, PyTorchBlock, PyTorchFrame, PyTorchSegment,
+    PyTorchSnapshot, PyTorchTraceEntry, STREAM_SLOTS,
 };
 pub use reserved_bands::{ReservedBands, STAGING_MEMORY, UPLOAD_MEMORY};
 pub use rewind::RewindError;
+pub(crate) use snapshot::memory_usage;
 pub use snapshot::{
     MAIN_MEMORY, MemorySnapshot, MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
     SnapshotTotals,

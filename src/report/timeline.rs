@@ -333,6 +333,7 @@ mod tests {
             }],
             history,
             history_dropped: 0,
+            started_unix_us: None,
             report: MemoryReport { streams: vec![] },
         }
     }

@@ -24,6 +24,8 @@ use std::time::Instant;
 pub(crate) struct History {
     ring: HistoryRing,
     started: Instant,
+    /// `started` as Unix time, in µs since 1970 (0 if the system clock is before 1970).
+    started_unix_us: u64,
     /// The label scopes open now.
     pub(crate) labels: LabelStack,
     /// Live allocations reserved while history was on: id → (label, reserved at µs).
@@ -49,6 +51,11 @@ impl History {
         History {
             ring: HistoryRing::new(capacity),
             started: Instant::now(),
+            started_unix_us: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| {
+                    u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+                }),
             labels: LabelStack::default(),
             live: HashMap::new(),
             recently_freed: HashMap::new(),
@@ -61,6 +68,12 @@ impl History {
     /// µs since the client was made (saturating).
     pub(crate) fn now_us(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// When the client was made, in µs since 1970 (Unix time): what
+    /// [`now_us`](Self::now_us) counts from.
+    pub(crate) fn started_unix_us(&self) -> u64 {
+        self.started_unix_us
     }
 
     /// Whether events are recorded (a capacity above 0).

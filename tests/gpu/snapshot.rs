@@ -370,6 +370,11 @@ fn every_out_of_memory_snapshot_carries_its_out_of_memory_event() {
     );
     assert_eq!(ooms[0].memory.as_deref(), Some("upload"));
     assert!(ooms[0].bytes >= 300 << 10, "{} bytes asked", ooms[0].bytes);
+    assert_eq!(
+        ooms[0].free_bytes,
+        Some(128 << 10),
+        "what the budget had left"
+    );
 
     // A main refusal: one more event, naming the main memory.
     let error = client
