@@ -503,7 +503,7 @@ fn reserved_is_drawn_as_bands_stacked_on_in_use() {
     for wanted in [
         "main memory free inside used pages",
         "empty main pages",
-        "readback staging pages",
+        "idle readback staging pages",
     ] {
         assert!(
             bands.iter().any(|b| b.starts_with(wanted)),
@@ -511,7 +511,10 @@ fn reserved_is_drawn_as_bands_stacked_on_in_use() {
         );
     }
     // The staging page (64 KiB) is the top band all along.
-    let staging = bands.iter().find(|b| b.starts_with("readback")).unwrap();
+    let staging = bands
+        .iter()
+        .find(|b| b.starts_with("idle readback"))
+        .unwrap();
     assert!(staging.contains("65536 bytes"), "{staging}");
 }
 
@@ -948,4 +951,65 @@ fn a_snapshot_without_history_says_so_instead_of_drawing_a_time_axis() {
     // With history, no such note.
     let (with_history, _) = pictures(&layers_snapshot(), None);
     assert!(with_class(&parse(&with_history), "no-history").is_empty());
+}
+
+/// Staging pages that hold no slice are drawn as empty main pages are: hatched, and named
+/// idle, apart from staging pages in use. The readback page holds nothing all along; the
+/// upload page is made at 1.5 ms for a write and holds its slice until the snapshot.
+#[test]
+fn idle_staging_is_hatched_like_empty_main_pages() {
+    let mut snapshot = layers_snapshot();
+    snapshot.memories.push(MemorySnapshotMemory {
+        name: "upload".to_string(),
+        pools: vec![PoolSnapshot {
+            pool: "sliced 256 KiB".to_string(),
+            index: 0,
+            pages: vec![PageSnapshot {
+                id: 30,
+                size: 256 << 10,
+                slices: vec![SliceSnapshot::live(0, 1000, 24)],
+            }],
+        }],
+    });
+    snapshot.history.push(HistoryEvent {
+        memory: Some("upload".to_string()),
+        pool: Some("sliced 256 KiB".to_string()),
+        page: Some(30),
+        ..HistoryEvent::new(1_500, EventKind::PageMade, 256 << 10)
+    });
+    snapshot.history.sort_by_key(|e| e.time_us);
+    let (timeline, _) = pictures(&snapshot, None);
+    let doc = parse(&timeline);
+    let bands: Vec<(String, String)> = with_class(&doc, "band")
+        .iter()
+        .map(|n| {
+            (
+                title_of(*n).unwrap(),
+                n.attribute("fill").unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let band = |name: &str| bands.iter().find(|(title, _)| title.starts_with(name));
+    let idle = band("idle readback staging").unwrap_or_else(|| panic!("no idle band in {bands:?}"));
+    assert!(
+        idle.1.starts_with("url("),
+        "idle staging is hatched: {idle:?}"
+    );
+    assert!(idle.0.contains("65536 bytes"), "{idle:?}");
+    assert!(band("readback staging pages in use").is_none(), "{bands:?}");
+    let upload = band("upload staging pages in use").unwrap_or_else(|| panic!("{bands:?}"));
+    assert!(
+        !upload.1.starts_with("url("),
+        "staging in use is solid: {upload:?}"
+    );
+    let empty = band("empty main pages").unwrap();
+    assert!(empty.1.starts_with("url("));
+    // The key lists the idle band with a hatched swatch.
+    let key = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(text_of)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(key.contains("idle readback staging"), "{key}");
 }

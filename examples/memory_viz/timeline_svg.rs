@@ -75,7 +75,7 @@ fn layers(timeline: &Timeline) -> Vec<Layer> {
             class: "series",
         })
         .collect();
-    let bands: [(Fill, BandValue, &str); 5] = [
+    let bands: [(Fill, BandValue, &str); 7] = [
         (
             Fill::Solid(style::FREE),
             |s| s.bands.main_free_in_used_pages,
@@ -89,12 +89,22 @@ fn layers(timeline: &Timeline) -> Vec<Layer> {
         (
             Fill::Solid(style::STAGING),
             |s| s.bands.staging,
-            "readback staging pages",
+            "readback staging pages in use",
+        ),
+        (
+            style::idle(style::STAGING),
+            |s| s.bands.staging_idle,
+            "idle readback staging pages (holding no slice)",
         ),
         (
             Fill::Solid(style::UPLOAD),
             |s| s.bands.upload,
-            "upload staging pages",
+            "upload staging pages in use",
+        ),
+        (
+            style::idle(style::UPLOAD),
+            |s| s.bands.upload_idle,
+            "idle upload staging pages (holding no slice)",
         ),
         (
             Fill::Hatch {
@@ -165,7 +175,8 @@ fn draw_title(svg: &mut Svg, snapshot: &MemorySnapshot, timeline: &Timeline) -> 
     );
     let mut notes = vec![
         "In use: requested bytes of live slices in the main memory, stacked by label. Above it, the rest of \
-         reserved: free bytes inside used main pages, empty main pages, readback and upload staging. \
+         reserved: free bytes inside used main pages, empty main pages, readback and upload staging \
+         (hatched where idle). \
          The black line is reserved (every page of every memory); where it is vertical, it spans the least \
          and the most reserved of that pixel."
             .to_string(),

@@ -68,6 +68,10 @@ impl Client {
     /// - pages made and given back in every memory ([`EventKind::PageMade`],
     ///   [`EventKind::PageReleased`]: page size, memory, pool, page id) and reservations
     ///   that spilled past a full capped pool ([`EventKind::Spill`]);
+    /// - readback and upload staging pages going idle and in use again
+    ///   ([`EventKind::StagingIdle`], [`EventKind::StagingInUse`]: page size, memory, pool,
+    ///   page id), stamped when the next client call that records history sees it;
+    /// - compaction moves ([`EventKind::Move`]);
     /// - uploads and readbacks (bytes), launches (kernel label), cleanups (bytes
     ///   released), installs and out-of-memory failures.
     ///

@@ -1,7 +1,8 @@
 //! Memory history: what happened to the memory, event by event, in a bounded ring.
 //!
 //! A client that records history pushes one [`HistoryEvent`] per reservation, free, page
-//! made or given back, cleanup, install, spill, out-of-memory, upload, readback and launch
+//! made or given back, staging page in use or idle, cleanup, install, spill, out-of-memory,
+//! upload, readback, launch and compaction move
 //! into a [`HistoryRing`] of at most N events. When the ring is full the oldest event is
 //! dropped, so the memory it takes is bounded by N whatever the program does. A
 //! [`MemorySnapshot`](super::MemorySnapshot) carries the ring's events, oldest first.
@@ -40,11 +41,17 @@ pub enum EventKind {
     /// A compaction moved the live slice of allocation `id` (`bytes` requested) in `pool`
     /// from `from_page`/`from_offset` to `page`/`offset`; the label is the allocation's.
     Move,
+    /// A staging page (`memory` "staging" or "upload", `pool`, `page`; `bytes` its size)
+    /// holds a slice again, after it was made or idle.
+    StagingInUse,
+    /// A staging page holds no slice any more: idle, until it is used again or given back
+    /// (`bytes` its size).
+    StagingIdle,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [EventKind; 12] = [
+    pub const ALL: [EventKind; 14] = [
         EventKind::Reserve,
         EventKind::Free,
         EventKind::PageMade,
@@ -57,6 +64,8 @@ impl EventKind {
         EventKind::Readback,
         EventKind::Launch,
         EventKind::Move,
+        EventKind::StagingInUse,
+        EventKind::StagingIdle,
     ];
 
     /// A short lowercase name, for legends and logs ("reserve", "page made", ...).
@@ -74,6 +83,8 @@ impl EventKind {
             EventKind::Readback => "readback",
             EventKind::Launch => "launch",
             EventKind::Move => "move",
+            EventKind::StagingInUse => "staging in use",
+            EventKind::StagingIdle => "staging idle",
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::memory_management::{MemoryEvent, MemoryManagement};
 use crate::report::{EventKind, HistoryEvent, HistoryRing, LabelStack, MAIN_MEMORY};
 use crate::storage::WgpuStorage;
 use parking_lot::Mutex;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// How many freed allocations keep their label for snapshots (see
 /// `History::label_of`).
@@ -42,6 +42,10 @@ pub(crate) struct History {
     /// handle's [`FreeRecord`] only knows that one). Bounded by `live`: an entry is made
     /// only for an id in `live` and goes with its free.
     moved: HashMap<u64, Placement>,
+    /// Whether each staging page (memory, page id) held a slice when history last looked:
+    /// a change is a `StagingInUse` / `StagingIdle` event. Bounded by the staging pages
+    /// held: a page's entry goes when the page does.
+    staging: BTreeMap<(&'static str, u64), bool>,
     /// Whether each reservation records the caller's backtrace.
     pub(crate) backtraces: bool,
 }
@@ -61,6 +65,7 @@ impl History {
             recently_freed: HashMap::new(),
             freed_order: VecDeque::new(),
             moved: HashMap::new(),
+            staging: BTreeMap::new(),
             backtraces: false,
         }
     }
@@ -128,6 +133,7 @@ impl History {
         self.freed_order.clear();
         self.live.clear();
         self.moved.clear();
+        self.staging.clear();
         self.recently_freed.clear();
     }
 
@@ -202,6 +208,7 @@ impl Server {
             ("staging", &mut self.staging),
             ("upload", &mut self.uploads.memory),
         ];
+        let mut made: BTreeSet<(&'static str, u64)> = BTreeSet::new();
         for (name, memory) in memories {
             let (events, dropped) = memory.take_events();
             if dropped > 0 {
@@ -212,9 +219,57 @@ impl Server {
                 );
             }
             for event in events {
+                if let MemoryEvent::PageMade { page, .. } = event {
+                    made.insert((name, page));
+                }
                 push_page_event(history, name, memory, event, reservation);
             }
         }
+        if history.on() {
+            self.record_staging_states(history, &made);
+        }
+    }
+
+    /// Records each staging page that took its first slice since it was idle
+    /// ([`EventKind::StagingInUse`]) or held its last one ([`EventKind::StagingIdle`])
+    /// since history last looked; `made` lists the pages made since then, which start in
+    /// use (a staging page is only made to serve a reservation). A page history has not
+    /// seen before and did not see made (it existed when history was turned on) records
+    /// nothing: a snapshot states it.
+    ///
+    /// # Complexity
+    /// O(pages + slots) of the two staging memories.
+    fn record_staging_states(&self, history: &mut History, made: &BTreeSet<(&'static str, u64)>) {
+        let memories = [("staging", &self.staging), ("upload", &self.uploads.memory)];
+        let mut seen: BTreeSet<(&'static str, u64)> = BTreeSet::new();
+        for (name, memory) in memories {
+            for pool in memory.page_map() {
+                for page in &pool.pages {
+                    let key = (name, page.id);
+                    seen.insert(key);
+                    let in_use = !page.slices.is_empty();
+                    let was = match history.staging.insert(key, in_use) {
+                        Some(was) => was,
+                        None if made.contains(&key) => true,
+                        None => continue,
+                    };
+                    if was == in_use {
+                        continue;
+                    }
+                    let kind = if in_use {
+                        EventKind::StagingInUse
+                    } else {
+                        EventKind::StagingIdle
+                    };
+                    history.push(kind, page.size, |record| {
+                        record.memory = Some(name.to_string());
+                        record.pool = Some(pool_at(memory, pool.index));
+                        record.page = Some(page.id);
+                    });
+                }
+            }
+        }
+        history.staging.retain(|key, _| seen.contains(key));
     }
 
     /// The name of the main memory's pool at layout position `position` (as a

@@ -391,3 +391,55 @@ fn a_free_after_a_compaction_names_the_page_the_slice_was_moved_to() {
         .expect("before its free the slice is live");
     assert_eq!(Some(page.id), moved.page);
 }
+
+/// A staging page's slices are the library's own and have no events of their own: when
+/// one holds its last slice (the upload's submission is done) history records it idle,
+/// and in use again when a later upload takes it, so the timeline can mark idle staging.
+#[test]
+fn upload_staging_pages_record_when_they_go_idle_and_are_used_again() {
+    let Some(client) = fresh() else { return };
+    client.record_history(10_000);
+    let first = client.create(&[7u8; 4096]).unwrap();
+    client.sync().unwrap();
+    let events = client.history();
+    let made: Vec<u64> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::PageMade && e.memory.as_deref() == Some("upload"))
+        .filter_map(|e| e.page)
+        .collect();
+    assert_eq!(made.len(), 1, "one upload page: {events:#?}");
+    let page = made[0];
+    let upload_events = |events: &[HistoryEvent]| -> Vec<EventKind> {
+        events
+            .iter()
+            .filter(|e| e.memory.as_deref() == Some("upload") && e.page == Some(page))
+            .map(|e| e.kind)
+            .collect()
+    };
+    assert_eq!(
+        upload_events(&events),
+        [EventKind::PageMade, EventKind::StagingIdle],
+        "{events:#?}"
+    );
+    let second = client.create(&[9u8; 4096]).unwrap();
+    let events = client.history();
+    let kinds = upload_events(&events);
+    if kinds.contains(&EventKind::PageReleased) {
+        return; // the idle page went back before the second upload: nothing to reuse.
+    }
+    assert_eq!(
+        kinds,
+        [
+            EventKind::PageMade,
+            EventKind::StagingIdle,
+            EventKind::StagingInUse
+        ],
+        "{events:#?}"
+    );
+    let idle = events
+        .iter()
+        .find(|e| e.kind == EventKind::StagingIdle)
+        .unwrap();
+    assert_eq!(idle.pool.as_deref().map(|p| !p.is_empty()), Some(true));
+    drop((first, second));
+}
