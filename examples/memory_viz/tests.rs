@@ -1013,3 +1013,81 @@ fn idle_staging_is_hatched_like_empty_main_pages() {
         .join("\n");
     assert!(key.contains("idle readback staging"), "{key}");
 }
+
+/// A release run's shape: one page made at 0.1 ms, nothing until the work at 500 ms (50
+/// reservations and frees in 20 ms), then nothing until the snapshot at 1 s. On a
+/// wall-clock axis the work would get 2 % of the width; the quiet stretches are drawn
+/// short instead, so the work gets most of it, the ticks still read real times in order,
+/// and each quiet stretch is marked with its real length.
+fn warm_up_burst_and_idle_tail() -> MemorySnapshot {
+    let mut snapshot = layers_snapshot();
+    let mut history = vec![event(100, EventKind::PageMade, PAGE, 0)];
+    for i in 0..50u64 {
+        let at = 500_000 + i * 400;
+        history.push(reserve(at, 1024 * (i + 1), 0, 0, 100 + i, "work"));
+        history.push(free(at + 200, 1024 * (i + 1), 0, 0, 100 + i, "work"));
+    }
+    snapshot.history = history;
+    snapshot.memories[0].pools[0].pages.truncate(1);
+    snapshot.memories[0].pools[0].pages[0].slices = vec![SliceSnapshot::free(0, PAGE)];
+    snapshot.memories.truncate(1);
+    snapshot.taken_us = 1_000_000;
+    snapshot
+}
+
+#[test]
+fn quiet_stretches_are_drawn_short_so_the_work_gets_the_width() {
+    let (timeline, _) = pictures(&warm_up_burst_and_idle_tail(), None);
+    let doc = parse(&timeline);
+    let (_, width, _, _, _) = plot(&doc);
+    // The work's extent: where the in-use layer's outline rises above the baseline.
+    let plot_rect = with_class(&doc, "plot")[0];
+    let baseline = number(plot_rect, "y") + number(plot_rect, "height");
+    let series = with_class(&doc, "series");
+    assert_eq!(series.len(), 1);
+    let d = series[0].attribute("d").unwrap();
+    let numbers: Vec<f64> = d
+        .split([' ', 'M', 'L', 'Z'])
+        .filter_map(|n| n.parse::<f64>().ok())
+        .collect();
+    let raised: Vec<f64> = numbers
+        .chunks(2)
+        .filter(|p| p.len() == 2 && p[1] < baseline - 0.5)
+        .map(|p| p[0])
+        .collect();
+    let (first, last) = (
+        raised.iter().copied().fold(f64::MAX, f64::min),
+        raised.iter().copied().fold(f64::MIN, f64::max),
+    );
+    assert!(
+        last - first >= 0.6 * width,
+        "the work spans {:.0} of {width:.0} px",
+        last - first
+    );
+    // Each quiet stretch is marked, with its real length in its hover text.
+    let breaks = with_class(&doc, "axis-break");
+    assert_eq!(breaks.len(), 2, "the warm-up and the idle tail");
+    let titles: Vec<String> = breaks.iter().map(|b| title_of(*b).unwrap()).collect();
+    assert!(titles[0].contains("499.9 ms"), "{titles:?}");
+    assert!(titles[1].contains("480.2 ms"), "{titles:?}");
+    // Tick labels read real times, increasing left to right.
+    let mut ticks: Vec<(f64, f64)> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| {
+            let ms = text_of(n).strip_suffix(" ms")?.parse::<f64>().ok()?;
+            Some((number(n, "x"), ms))
+        })
+        .collect();
+    ticks.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(ticks.len() >= 4, "{ticks:?}");
+    assert!(ticks.windows(2).all(|w| w[1].1 > w[0].1), "{ticks:?}");
+    assert!(
+        ticks.iter().any(|&(_, ms)| (500.0..=520.0).contains(&ms)),
+        "{ticks:?}"
+    );
+    assert!(
+        ticks.windows(2).all(|w| w[1].0 - w[0].0 >= 30.0),
+        "labels apart: {ticks:?}"
+    );
+}

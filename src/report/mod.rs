@@ -11,7 +11,8 @@
 //! - [`TopLabels`], [`label_group`], [`Timeline`], [`page_runs`], [`PageStats`]: a snapshot
 //!   reduced to what a picture draws, with at most one sample or run per column;
 //!   [`ReservedBands`] (why reserved exceeds in use), [`peak_holders`] (what held the peak),
-//!   [`PoolStats`] (how fragmented a pool is), [`MemorySnapshot::at`] (the page map at an
+//!   [`PoolStats`] (how fragmented a pool is), [`TimeAxis`] (time over a timeline's width, quiet
+//!   stretches drawn short), [`MemorySnapshot::at`] (the page map at an
 //!   earlier moment), [`backtrace_frames`] (a recorded backtrace as frames).
 //! - [`PyTorchSnapshot`]: the snapshot in the shape PyTorch's memory_viz reads, written as a
 //!   pickle by [`MemorySnapshot::to_pytorch_pickle`].
@@ -29,6 +30,7 @@ mod rewind;
 mod snapshot;
 mod snapshot_error;
 mod summary;
+mod time_axis;
 mod timeline;
 mod top_labels;
 
@@ -56,5 +58,6 @@ pub use snapshot::{
 };
 pub use snapshot_error::SnapshotCheckError;
 pub use summary::{BudgetUse, MemorySummary, pool_line};
+pub use time_axis::{AxisBreak, BREAK_SHARE, QUIET_FACTOR, QUIET_SHARE, TimeAxis};
 pub use timeline::{MARKED_KINDS, Timeline, TimelineMarker, TimelineSample};
 pub use top_labels::{OTHER_LABELS, TopLabels};
