@@ -275,7 +275,7 @@ impl Client {
                 let mut server = self.shared.server.lock();
                 let reserved = server.empty(size);
                 let handle = self
-                    .record_failure(&mut server, size, reserved)
+                    .record_failure(&mut server, reserved)
                     .inspect_err(|_| main_failed = true)?;
                 let handle = self.reserved(&mut server, handle);
                 server.write_with(&handle, 0, size, |view| fill.take().map_or((), |f| f(view)))?;
@@ -310,7 +310,7 @@ impl Client {
             || {
                 let mut server = self.shared.server.lock();
                 let reserved = server.empty(size);
-                self.record_failure(&mut server, size, reserved)
+                self.record_failure(&mut server, reserved)
                     .map(|handle| self.reserved(&mut server, handle))
             },
             || true,
