@@ -20,7 +20,8 @@ pub struct GivenBack {
 ///
 /// Given-back pages are dropped at once; wgpu frees a page's device memory once the
 /// device is done with the work that uses it (the compaction's copies included), and
-/// the budget keeps them charged until then ([`BudgetUse::retiring`](crate::BudgetUse::retiring)). So the device's own
+/// the budget keeps them charged until then
+/// ([`BudgetUse::retiring`](crate::report::BudgetUse::retiring)). So the device's own
 /// figures ([`Client::device_memory`]) may fall only after the submitted work
 /// completes: they are not in this report for that reason; read them after a
 /// [`Client::sync`].
