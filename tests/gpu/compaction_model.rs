@@ -178,7 +178,9 @@ impl Model {
             Step::Compact => {
                 client.compact().unwrap();
             }
-            Step::Cleanup => client.cleanup(),
+            Step::Cleanup => {
+                client.cleanup();
+            }
             _ => {}
         }
     }

@@ -162,7 +162,9 @@ fn worker(client: Client, seed: u64, until: Instant) -> (Wrong, u64) {
                     other => wrong.push(("callback read".to_string(), format!("{other:?}"))),
                 }
             }
-            8 if rng.below(2) == 0 => client.cleanup(),
+            8 if rng.below(2) == 0 => {
+                client.cleanup();
+            }
             8 => {
                 if let Err(error) = client.compact() {
                     wrong.push(("compact".to_string(), error.to_string()));
