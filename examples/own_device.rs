@@ -21,8 +21,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let adapter = pollster::block_on(instance.request_adapter(&Default::default()))?;
     let (device, queue) = pollster::block_on(adapter.request_device(&Default::default()))?;
     println!("adapter: {}", adapter.get_info().name);
+    run(device, queue)?;
+    Ok(())
+}
 
-    let client = Client::new(device.clone(), queue.clone());
+/// The pools serving the application's device: a launch through the client, then a
+/// pass of the application's own on the same slices, submitted through the client's
+/// queue; prints the memory summary. Returns the client, every handle dropped.
+pub fn run(device: wgpu::Device, queue: wgpu::Queue) -> Result<Client, Box<dyn std::error::Error>> {
+    // The client takes the queue: the application submits through `client.queue()`.
+    let client = Client::new(device.clone(), queue);
     let input = client.create(bytemuck::cast_slice(&[1.0f32, 2.0, 3.0, 4.0]))?;
     let output = client.empty(16)?;
 
@@ -66,15 +74,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(1, 1, 1);
     }
-    queue.submit([encoder.finish()]);
+    // Submit through the client's queue, never a raw `wgpu::Queue`: it submits the
+    // client's recorded work first (so the pass sees every earlier create and launch),
+    // and lets go of the exported slices once the pass that uses them is submitted (the
+    // README, "What the client asks of the application").
+    client.queue().submit([encoder.finish()]);
     // Reads through the client see what the app's own pass wrote (one queue orders them).
     check(&client.read_blocking(&input)?, &[4.0, 8.0, 12.0, 16.0])?;
-
     print!(
         "{}",
         MemorySummary::new(&client.memory_report()).with_budget(client.budget())
     );
-    Ok(())
+    Ok(client)
 }
 
 fn check(bytes: &[u8], expected: &[f32]) -> Result<(), String> {

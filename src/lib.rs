@@ -23,6 +23,6 @@ mod server;
 pub mod storage;
 
 pub use client::{
-    Client, ClientError, CompactionReport, Handle, HandleResource, Kernel, LabelScope, ReadBytes,
-    SubmitPolicy,
+    CleanupReport, Client, ClientError, CompactionReport, GivenBack, Handle, HandleResource,
+    Kernel, LabelScope, ReadBytes, SubmitPolicy,
 };

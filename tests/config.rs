@@ -96,31 +96,77 @@ fn scratch_file(name: &str) -> PathBuf {
 // ---------------------------------------------------------------------------------------
 
 #[test]
-fn sizes_parse_as_binary_units() {
+fn sizes_parse_with_binary_and_decimal_units() {
     let cases: &[(&str, u64)] = &[
         ("\"1024\"", 1024),
         ("1024", 1024),
         ("0", 0),
         ("\"8KiB\"", 8 * KIB),
         ("\"20GiB\"", 20 * GIB),
-        ("\"512 mb\"", 512 * MIB),
+        ("\"512 mib\"", 512 * MIB),
         ("\"1.5GiB\"", 3 * GIB / 2),
-        ("\"64k\"", 64 * KIB),
         ("\"2TiB\"", 2 * TIB),
         ("\"1_048_576\"", MIB),
         ("\" 7 MiB \"", 7 * MIB),
-        ("\"0.5k\"", 512),
+        ("\"0.5 KiB\"", 512),
         ("\"1.5 b\"", 1),
         ("\"3B\"", 3),
-        ("\"1 MB\"", MIB),
-        ("\"2 T\"", 2 * TIB),
         ("\"1_000.25 kib\"", 1000 * KIB + 256),
+        // Decimal (SI) units: kB, MB, GB, TB are powers of 1000 (issue 24, item 7:
+        // `budget = "64 MB"` was read as 64 MiB).
+        ("\"64 MB\"", 64_000_000),
+        ("\"1 MB\"", 1_000_000),
+        ("\"512 mb\"", 512_000_000),
+        ("\"8kB\"", 8_000),
+        ("\"8 KB\"", 8_000),
+        ("\"1.5 GB\"", 1_500_000_000),
+        ("\"2 TB\"", 2_000_000_000_000),
+        ("\"0.0005 kB\"", 0),
     ];
     for &(value, bytes) in cases {
         assert_eq!(size_via_toml(value), Ok(bytes), "TOML value {value}");
         if let Some(text) = value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
             assert_eq!(MemorySize::parse(text), Ok(bytes), "string {text:?}");
         }
+    }
+}
+
+/// `budget = "64 MB"` means 64 000 000 bytes, never 64 MiB.
+#[test]
+fn a_budget_in_mb_is_decimal() {
+    let config = parse("[memory]\nbudget = \"64 MB\"\n");
+    assert_eq!(config.budget, Some(MemorySize(64_000_000)));
+    let config = parse("[memory]\nbudget = \"64 MiB\"\n");
+    assert_eq!(config.budget, Some(MemorySize(64 * MIB)));
+}
+
+/// A bare prefix (`64M`, `8k`) is read as 2^20 by some tools and 10^6 by others: it is
+/// refused, and the reason names both spellings.
+#[test]
+fn a_bare_unit_prefix_is_refused_naming_both_meanings() {
+    for (text, binary, decimal) in [
+        ("64M", "64 MiB", "64 MB"),
+        ("8k", "8 KiB", "8 kB"),
+        ("0.5K", "0.5 KiB", "0.5 kB"),
+        ("2 g", "2 GiB", "2 GB"),
+        ("1 T", "1 TiB", "1 TB"),
+    ] {
+        let reason = MemorySize::parse(text).expect_err("a bare prefix is refused");
+        for part in [binary, decimal, "ambiguous"] {
+            assert!(reason.contains(part), "{text:?}: {reason:?} lacks {part:?}");
+        }
+        let error = parse_error(&format!("[memory]\nbudget = {text:?}\n"));
+        assert!(
+            matches!(
+                &error,
+                PoolConfigError::BadSize {
+                    field: "budget",
+                    ..
+                }
+            ),
+            "{text:?}: {error:?}"
+        );
+        assert_message(&error, &["budget", binary, decimal]);
     }
 }
 

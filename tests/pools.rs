@@ -435,6 +435,59 @@ fn small_reservations_never_share_a_page_with_large_ones() {
     assert_ne!(large_page, small_page);
 }
 
+/// Where a reservation of at most 64 KiB goes in the default layout, as the README's
+/// "Configuring the pools" says: into free room the small pool holds, else into free
+/// room the adaptive pool's pages hold (the room each keeps beside its largest
+/// allocation), and only when neither has room does the small pool grow by one
+/// 512 KiB page; the adaptive pool never grows for it. (Issue 24, item 10: a program
+/// that made its weights first saw all its small reservations in the adaptive pool,
+/// while the README said they all went to the small pool.)
+#[test]
+fn small_reservations_use_held_room_first_and_grow_only_the_small_pool() {
+    const KIB: u64 = 1 << 10;
+    let mut memory = memory(None);
+    let pool_of = |handle: &ManagedMemoryHandle| handle.descriptor().location().pool;
+    let pages = |memory: &MemoryManagement<BytesStorage>| {
+        let report = memory.memory_report();
+        (report.dynamic[0].pages, report.dynamic[1].pages)
+    };
+    // A large reservation first: the adaptive pool makes a page with room beside it.
+    let weights = memory.reserve(MIB).unwrap();
+    assert_eq!(pool_of(&weights), 1);
+    assert_eq!(pages(&memory), (0, 1));
+    let room = memory.memory_report().dynamic[1].usage.bytes_reserved - MIB;
+    assert!(
+        room >= 512 * KIB,
+        "the adaptive page keeps room: {room} bytes"
+    );
+    // Small reservations fill that room before any pool grows.
+    let fits = room / (4 * KIB);
+    let mut small: Vec<_> = (0..fits)
+        .map(|_| memory.reserve(4 * KIB).unwrap())
+        .collect();
+    assert!(small.iter().all(|handle| pool_of(handle) == 1));
+    assert_eq!(pages(&memory), (0, 1), "no page made for them");
+    // The adaptive page is full: the next small one grows the small pool, not the
+    // adaptive one.
+    small.push(memory.reserve(4 * KIB).unwrap());
+    assert_eq!(pool_of(small.last().unwrap()), 0);
+    assert_eq!(pages(&memory), (1, 1));
+    assert_eq!(
+        memory.memory_report().dynamic[0].usage.bytes_reserved,
+        512 * KIB
+    );
+    // With room in both, the pools are looked at in layout order: the small pool's
+    // room serves, not the slot just freed in the adaptive page.
+    drop(small.remove(0));
+    memory.cleanup(Cleanup::Periodic);
+    small.push(memory.reserve(4 * KIB).unwrap());
+    assert_eq!(pool_of(small.last().unwrap()), 0);
+    // Over 64 KiB never goes to the small pool, even with room there.
+    let larger = memory.reserve(64 * KIB + 1).unwrap();
+    assert_eq!(pool_of(&larger), 1);
+    drop((weights, small, larger));
+}
+
 #[test]
 fn a_transient_memory_serves_small_reservations_from_a_big_idle_page() {
     let exclusive = MemoryPoolOptions {

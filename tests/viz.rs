@@ -99,6 +99,7 @@ fn snapshot() -> MemorySnapshot {
             },
         ],
         history_dropped: 0,
+        started_unix_us: None,
         report,
     }
 }
@@ -260,7 +261,7 @@ fn a_timeline_of_a_snapshot_at_the_end_of_time_does_not_overflow() {
     assert!(timeline.end_us > timeline.start_us);
 }
 
-// ---- PyTorch's snapshot format, read back by Python's own pickle ------------------------
+// ---- a snapshot with a history on two memories ----------------------------------------
 
 /// A snapshot on two memories whose history reserves, frees, makes and gives back pages
 /// and fails once, with a backtrace on one reservation.
@@ -331,161 +332,7 @@ fn pytorch_snapshot() -> MemorySnapshot {
     snapshot
 }
 
-/// Python that loads the pickle given as argv[1] with the standard `pickle` module, checks
-/// every record's keys and value types against the schema of
-/// `torch.cuda.memory._snapshot()`, and prints the whole value as JSON (tuples as lists).
-const PYTHON_CHECK: &str = r#"
-import json, pickle, sys
-with open(sys.argv[1], "rb") as f:
-    s = pickle.load(f)
-assert type(s) is dict and set(s) == {"segments", "device_traces"}, s.keys()
-FRAME = {"filename": str, "line": int, "name": str}
-SEGMENT = {"device": int, "address": int, "total_size": int, "allocated_size": int,
-           "active_size": int, "requested_size": int, "stream": int, "segment_type": str,
-           "segment_pool_id": tuple, "is_expandable": bool, "frames": list, "blocks": list}
-BLOCK = {"address": int, "size": int, "requested_size": int, "state": str, "frames": list}
-TRACE = {"action": str, "addr": int, "size": int, "stream": int, "time_us": int, "frames": list}
-def check(record, schema):
-    assert type(record) is dict, record
-    assert set(record) == set(schema), (sorted(record), sorted(schema))
-    for key, kind in schema.items():
-        assert type(record[key]) is kind, (key, type(record[key]))
-def frames(list_):
-    for frame in list_:
-        check(frame, FRAME)
-for seg in s["segments"]:
-    check(seg, SEGMENT)
-    assert seg["segment_type"] in ("small", "large")
-    assert len(seg["segment_pool_id"]) == 2
-    frames(seg["frames"])
-    end = seg["address"]
-    for block in seg["blocks"]:
-        check(block, BLOCK)
-        assert block["state"] in ("active_allocated", "active_awaiting_free", "inactive")
-        assert block["address"] == end, "blocks cover the segment in order"
-        end += block["size"]
-        frames(block["frames"])
-    assert end == seg["address"] + seg["total_size"]
-assert type(s["device_traces"]) is list and len(s["device_traces"]) == 1
-for entry in s["device_traces"][0]:
-    if entry["action"] == "oom":
-        oom = dict(TRACE, device_free=int)
-        del oom["addr"]
-        check(entry, oom)
-    else:
-        check(entry, TRACE)
-    assert entry["action"] in ("alloc", "free_requested", "free_completed",
-                               "segment_alloc", "segment_free", "oom")
-    frames(entry["frames"])
-print(json.dumps(s))
-"#;
-
-#[test]
-fn the_pytorch_export_reads_back_in_python_field_by_field() {
-    let snapshot = pytorch_snapshot();
-    let path = std::env::temp_dir().join(format!("wgpu-memory-{}.pickle", std::process::id()));
-    snapshot.write_to(&path).unwrap();
-    let output = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(PYTHON_CHECK)
-        .arg(&path)
-        .output()
-        .expect("python3 runs (it is on CI's image)");
-    std::fs::remove_file(&path).unwrap();
-    assert!(
-        output.status.success(),
-        "python3 refused the pickle: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-
-    // Page 7 of main: one segment, blocks weights (100 + 28 padding), activations (200 + 56),
-    // and the free rest; made-up addresses from the base.
-    let segments = value["segments"].as_array().unwrap();
-    assert_eq!(segments.len(), 2);
-    let main = &segments[0];
-    let base = wgpu_memory::report::BASE_ADDRESS;
-    assert_eq!(main["address"], base);
-    assert_eq!(main["total_size"], 1024);
-    assert_eq!(main["allocated_size"], 128 + 256);
-    assert_eq!(main["active_size"], 128 + 256);
-    assert_eq!(main["requested_size"], 300);
-    assert_eq!(main["stream"], 0);
-    assert_eq!(main["segment_type"], "small");
-    assert_eq!(main["segment_pool_id"], serde_json::json!([0, 0]));
-    assert_eq!(main["is_expandable"], false);
-    let blocks = main["blocks"].as_array().unwrap();
-    let shape: Vec<(u64, u64, u64, &str)> = blocks
-        .iter()
-        .map(|b| {
-            (
-                b["address"].as_u64().unwrap() - base,
-                b["size"].as_u64().unwrap(),
-                b["requested_size"].as_u64().unwrap(),
-                b["state"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        shape,
-        [
-            (0, 128, 100, "active_allocated"),
-            (128, 256, 200, "active_allocated"),
-            (384, 640, 0, "inactive"),
-        ]
-    );
-    assert_eq!(
-        blocks[0]["frames"],
-        serde_json::json!([
-            {"filename": "label", "line": 0, "name": "model/weights"},
-            {"filename": "./src/app.rs", "line": 42, "name": "app::load"},
-        ])
-    );
-    assert_eq!(blocks[1]["frames"][0]["name"], "model/activations");
-    // The staging page: its own stream and pool id, after main's page in address.
-    let staging = &segments[1];
-    assert_eq!(staging["stream"], 1);
-    assert_eq!(staging["segment_pool_id"], serde_json::json!([1, 0]));
-    assert!(staging["address"].as_u64().unwrap() >= base + wgpu_memory::report::PAGE_ALIGN);
-    assert_eq!(staging["blocks"][0]["state"], "inactive");
-
-    // The trace: segment, three allocs, the scratch's free (requested, completed), the
-    // staging page made and given back, the out-of-memory; the launch left out.
-    let trace = value["device_traces"][0].as_array().unwrap();
-    let actions: Vec<(&str, u64, u64)> = trace
-        .iter()
-        .map(|e| {
-            (
-                e["action"].as_str().unwrap(),
-                e["size"].as_u64().unwrap(),
-                e["time_us"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        actions,
-        [
-            ("segment_alloc", 1024, 1_000),
-            ("alloc", 100, 2_000),
-            ("alloc", 200, 3_000),
-            ("alloc", 64, 3_500),
-            ("free_requested", 64, 3_600),
-            ("free_completed", 64, 3_600),
-            ("segment_alloc", 65536, 3_700),
-            ("segment_free", 65536, 3_800),
-            ("oom", 1 << 40, 4_000),
-        ]
-    );
-    assert_eq!(trace[0]["addr"], base);
-    assert_eq!(trace[1]["addr"], base);
-    assert_eq!(trace[2]["addr"], base + 128);
-    assert_eq!(trace[3]["addr"], trace[4]["addr"]);
-    assert_eq!(trace[5]["addr"], base + 384);
-    assert_eq!(trace[1]["frames"][1]["name"], "app::load");
-    assert_eq!(trace[4]["frames"][0]["name"], "model/scratch");
-    assert_eq!(trace[6]["stream"], 1);
-    assert_eq!(trace[8]["device_free"], 0);
-}
+// The export's fields, types and meaning are checked in `tests/pytorch.rs`.
 
 #[test]
 fn write_to_picks_json_unless_the_path_says_pickle() {
@@ -536,12 +383,13 @@ fn reserved_splits_into_bands_that_add_up_and_each_column_keeps_its_dip() {
         assert!(sample.reserved_min <= sample.reserved && sample.reserved <= sample.reserved_max);
         assert_eq!(sample.bands.main_in_use, sample.total_in_use());
     }
-    // At the end: page 7 holds 300 bytes in use of 1024, the staging page 65536.
+    // At the end: page 7 holds 300 bytes in use of 1024; the staging page's 65536 are
+    // idle (it holds no slice).
     let last = timeline.samples.last().unwrap();
     assert_eq!(last.bands.main_in_use, 300);
     assert_eq!(last.bands.main_free_in_used_pages, 724);
     assert_eq!(last.bands.main_empty_pages, 0);
-    assert_eq!(last.bands.staging, 65536);
+    assert_eq!((last.bands.staging, last.bands.staging_idle), (0, 65536));
     // The column of 3.9 ms saw 4096 more reserved for 10 µs, and its markers sit within.
     let column = timeline.column_of(3_900);
     let sample = timeline

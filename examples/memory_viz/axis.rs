@@ -50,10 +50,10 @@ pub fn byte_ticks(max: u64, target: usize) -> Vec<(f64, String)> {
     ticks
 }
 
-/// Time ticks between `start_ms` and `end_ms`: `(ms, label)` at multiples of a round step,
-/// at most about `target` of them, labelled "12 ms".
-pub fn time_ticks(start_ms: f64, end_ms: f64, target: usize) -> Vec<(f64, String)> {
-    let step = nice_step(end_ms - start_ms, target);
+/// Time ticks between `start_ms` and `end_ms`: `(ms, label)` at the multiples of `step`
+/// ms (a round step: see [`nice_step`]), labelled "12 ms" with the decimals that tell
+/// such ticks apart.
+pub fn time_ticks_every(start_ms: f64, end_ms: f64, step: f64) -> Vec<(f64, String)> {
     let places = decimals(step);
     let mut ticks = Vec::new();
     let mut value = (start_ms / step).ceil() * step;
@@ -79,7 +79,7 @@ mod tests {
             "{bytes:?}"
         );
         assert!(bytes.last().unwrap().0 <= (3 << 20) as f64);
-        let times = time_ticks(3.2, 47.0, 8);
+        let times = time_ticks_every(3.2, 47.0, nice_step(47.0 - 3.2, 8));
         assert_eq!(times.first().unwrap().1, "10 ms");
         assert!(times.iter().all(|(ms, _)| (3.2..=47.0).contains(ms)));
         assert_eq!(byte_ticks(0, 5)[0].1, "0 B");

@@ -527,6 +527,7 @@ pub fn snapshot() -> MemorySnapshot {
         ],
         history: rec.history,
         history_dropped: 0,
+        started_unix_us: None,
         report,
     }
 }

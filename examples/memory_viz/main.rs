@@ -10,7 +10,9 @@
 //! (bytes in use of the main memory over time, stacked by label, and above them the rest of
 //! reserved as bands: free bytes inside used pages, empty pages, readback and upload
 //! staging; the peak marked with what held it; pages made and given back on the reserved
-//! line, cleanups, out-of-memory; the legend listing only the kinds that occur) and
+//! line, cleanups, out-of-memory; the legend listing only the kinds that occur; quiet
+//! stretches with no event drawn short and marked, so the work gets the width; a snapshot
+//! without history events says so, and how to turn history on, instead of a time axis) and
 //! `DIR/pages.svg` (one bar per page, every bar on one byte scale with an offset axis, each
 //! slice coloured by label, free space and padding visible, each pool's free bytes, free
 //! ranges, largest free range and fragmentation, the most fragmented pool flagged; pools
@@ -36,6 +38,7 @@ mod pages_svg;
 mod peak_svg;
 mod style;
 mod svg;
+mod time_axis_svg;
 mod timeline_svg;
 
 use std::path::{Path, PathBuf};

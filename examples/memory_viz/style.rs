@@ -43,6 +43,16 @@ pub const EMPTY_PAGES: Fill = Fill::Hatch {
     ink: Rgb(0xB4, 0xB4, 0xB4),
     angle: 45,
 };
+/// Idle staging pages (holding no slice) of a staging memory drawn in `ink`: hatched on
+/// white like [`EMPTY_PAGES`], in the memory's colour, so idle and in use never rely on
+/// colour alone.
+pub const fn idle(ink: Rgb) -> Fill {
+    Fill::Hatch {
+        base: Rgb(0xFF, 0xFF, 0xFF),
+        ink,
+        angle: 45,
+    }
+}
 /// Padding of live slices.
 pub const PADDING: Rgb = Rgb(0x30, 0x30, 0x30);
 /// The outline of a page bar. Used by nothing else, so the bars can be counted in the SVG.

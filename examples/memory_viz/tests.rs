@@ -208,6 +208,7 @@ fn layers_snapshot() -> MemorySnapshot {
         ],
         history,
         history_dropped: 0,
+        started_unix_us: None,
         report: MemoryReport { streams: vec![] },
     }
 }
@@ -502,7 +503,7 @@ fn reserved_is_drawn_as_bands_stacked_on_in_use() {
     for wanted in [
         "main memory free inside used pages",
         "empty main pages",
-        "readback staging pages",
+        "idle readback staging pages",
     ] {
         assert!(
             bands.iter().any(|b| b.starts_with(wanted)),
@@ -510,7 +511,10 @@ fn reserved_is_drawn_as_bands_stacked_on_in_use() {
         );
     }
     // The staging page (64 KiB) is the top band all along.
-    let staging = bands.iter().find(|b| b.starts_with("readback")).unwrap();
+    let staging = bands
+        .iter()
+        .find(|b| b.starts_with("idle readback"))
+        .unwrap();
     assert!(staging.contains("65536 bytes"), "{staging}");
 }
 
@@ -898,4 +902,192 @@ fn pools_without_pages_get_no_heading_but_are_counted() {
         "{texts:?}"
     );
     assert_eq!(page_bars(&svg), 20);
+}
+
+/// A snapshot taken with history off has no events to spread over time: the timeline
+/// draws no time ticks (they would count fractions of a µs past the moment it was
+/// taken) and says in the plot that history was off and how to turn it on.
+#[test]
+fn a_snapshot_without_history_says_so_instead_of_drawing_a_time_axis() {
+    let mut snapshot = layers_snapshot();
+    snapshot.history.clear();
+    snapshot.history_dropped = 0;
+    let (timeline, _) = pictures(&snapshot, None);
+    let doc = parse(&timeline);
+    let ticks: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(text_of)
+        .filter(|text| {
+            text.strip_suffix(" ms")
+                .is_some_and(|n| n.parse::<f64>().is_ok())
+        })
+        .collect();
+    assert!(ticks.is_empty(), "time ticks drawn: {ticks:?}");
+    let note = with_class(&doc, "no-history");
+    assert_eq!(note.len(), 1, "one note in the plot");
+    let text = text_of(note[0]);
+    assert!(text.contains("history was off"), "{text}");
+    assert!(text.contains("record_history"), "{text}");
+    assert!(text.contains("[memory] history"), "{text}");
+    // Every line of the note lies inside its box.
+    let frame = note[0]
+        .children()
+        .rfind(|n| n.has_tag_name("rect"))
+        .unwrap();
+    let (left, right) = (
+        number(frame, "x"),
+        number(frame, "x") + number(frame, "width"),
+    );
+    for line in note[0].children().filter(|n| n.has_tag_name("text")) {
+        let w = style::text_width(&text_of(line), number(line, "font-size"));
+        let x = number(line, "x");
+        assert!(
+            x - w / 2.0 >= left && x + w / 2.0 <= right,
+            "{:?}",
+            text_of(line)
+        );
+    }
+    // With history, no such note.
+    let (with_history, _) = pictures(&layers_snapshot(), None);
+    assert!(with_class(&parse(&with_history), "no-history").is_empty());
+}
+
+/// Staging pages that hold no slice are drawn as empty main pages are: hatched, and named
+/// idle, apart from staging pages in use. The readback page holds nothing all along; the
+/// upload page is made at 1.5 ms for a write and holds its slice until the snapshot.
+#[test]
+fn idle_staging_is_hatched_like_empty_main_pages() {
+    let mut snapshot = layers_snapshot();
+    snapshot.memories.push(MemorySnapshotMemory {
+        name: "upload".to_string(),
+        pools: vec![PoolSnapshot {
+            pool: "sliced 256 KiB".to_string(),
+            index: 0,
+            pages: vec![PageSnapshot {
+                id: 30,
+                size: 256 << 10,
+                slices: vec![SliceSnapshot::live(0, 1000, 24)],
+            }],
+        }],
+    });
+    snapshot.history.push(HistoryEvent {
+        memory: Some("upload".to_string()),
+        pool: Some("sliced 256 KiB".to_string()),
+        page: Some(30),
+        ..HistoryEvent::new(1_500, EventKind::PageMade, 256 << 10)
+    });
+    snapshot.history.sort_by_key(|e| e.time_us);
+    let (timeline, _) = pictures(&snapshot, None);
+    let doc = parse(&timeline);
+    let bands: Vec<(String, String)> = with_class(&doc, "band")
+        .iter()
+        .map(|n| {
+            (
+                title_of(*n).unwrap(),
+                n.attribute("fill").unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let band = |name: &str| bands.iter().find(|(title, _)| title.starts_with(name));
+    let idle = band("idle readback staging").unwrap_or_else(|| panic!("no idle band in {bands:?}"));
+    assert!(
+        idle.1.starts_with("url("),
+        "idle staging is hatched: {idle:?}"
+    );
+    assert!(idle.0.contains("65536 bytes"), "{idle:?}");
+    assert!(band("readback staging pages in use").is_none(), "{bands:?}");
+    let upload = band("upload staging pages in use").unwrap_or_else(|| panic!("{bands:?}"));
+    assert!(
+        !upload.1.starts_with("url("),
+        "staging in use is solid: {upload:?}"
+    );
+    let empty = band("empty main pages").unwrap();
+    assert!(empty.1.starts_with("url("));
+    // The key lists the idle band with a hatched swatch.
+    let key = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(text_of)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(key.contains("idle readback staging"), "{key}");
+}
+
+/// A release run's shape: one page made at 0.1 ms, nothing until the work at 500 ms (50
+/// reservations and frees in 20 ms), then nothing until the snapshot at 1 s. On a
+/// wall-clock axis the work would get 2 % of the width; the quiet stretches are drawn
+/// short instead, so the work gets most of it, the ticks still read real times in order,
+/// and each quiet stretch is marked with its real length.
+fn warm_up_burst_and_idle_tail() -> MemorySnapshot {
+    let mut snapshot = layers_snapshot();
+    let mut history = vec![event(100, EventKind::PageMade, PAGE, 0)];
+    for i in 0..50u64 {
+        let at = 500_000 + i * 400;
+        history.push(reserve(at, 1024 * (i + 1), 0, 0, 100 + i, "work"));
+        history.push(free(at + 200, 1024 * (i + 1), 0, 0, 100 + i, "work"));
+    }
+    snapshot.history = history;
+    snapshot.memories[0].pools[0].pages.truncate(1);
+    snapshot.memories[0].pools[0].pages[0].slices = vec![SliceSnapshot::free(0, PAGE)];
+    snapshot.memories.truncate(1);
+    snapshot.taken_us = 1_000_000;
+    snapshot
+}
+
+#[test]
+fn quiet_stretches_are_drawn_short_so_the_work_gets_the_width() {
+    let (timeline, _) = pictures(&warm_up_burst_and_idle_tail(), None);
+    let doc = parse(&timeline);
+    let (_, width, _, _, _) = plot(&doc);
+    // The work's extent: where the in-use layer's outline rises above the baseline.
+    let plot_rect = with_class(&doc, "plot")[0];
+    let baseline = number(plot_rect, "y") + number(plot_rect, "height");
+    let series = with_class(&doc, "series");
+    assert_eq!(series.len(), 1);
+    let d = series[0].attribute("d").unwrap();
+    let numbers: Vec<f64> = d
+        .split([' ', 'M', 'L', 'Z'])
+        .filter_map(|n| n.parse::<f64>().ok())
+        .collect();
+    let raised: Vec<f64> = numbers
+        .chunks(2)
+        .filter(|p| p.len() == 2 && p[1] < baseline - 0.5)
+        .map(|p| p[0])
+        .collect();
+    let (first, last) = (
+        raised.iter().copied().fold(f64::MAX, f64::min),
+        raised.iter().copied().fold(f64::MIN, f64::max),
+    );
+    assert!(
+        last - first >= 0.6 * width,
+        "the work spans {:.0} of {width:.0} px",
+        last - first
+    );
+    // Each quiet stretch is marked, with its real length in its hover text.
+    let breaks = with_class(&doc, "axis-break");
+    assert_eq!(breaks.len(), 2, "the warm-up and the idle tail");
+    let titles: Vec<String> = breaks.iter().map(|b| title_of(*b).unwrap()).collect();
+    assert!(titles[0].contains("499.9 ms"), "{titles:?}");
+    assert!(titles[1].contains("480.2 ms"), "{titles:?}");
+    // Tick labels read real times, increasing left to right.
+    let mut ticks: Vec<(f64, f64)> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| {
+            let ms = text_of(n).strip_suffix(" ms")?.parse::<f64>().ok()?;
+            Some((number(n, "x"), ms))
+        })
+        .collect();
+    ticks.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(ticks.len() >= 4, "{ticks:?}");
+    assert!(ticks.windows(2).all(|w| w[1].1 > w[0].1), "{ticks:?}");
+    assert!(
+        ticks.iter().any(|&(_, ms)| (500.0..=520.0).contains(&ms)),
+        "{ticks:?}"
+    );
+    assert!(
+        ticks.windows(2).all(|w| w[1].0 - w[0].0 >= 30.0),
+        "labels apart: {ticks:?}"
+    );
 }

@@ -9,8 +9,11 @@ use crate::legend::{self, DOWN, Entry, Swatch, UP};
 use crate::peak_svg;
 use crate::style::{self, BODY_SIZE, INK, MUTED, SMALL_SIZE, TITLE_SIZE, counted};
 use crate::svg::{Anchor, Fill, Svg, Weight};
+use crate::time_axis_svg;
 use wgpu_memory::memory_management::format_bytes;
-use wgpu_memory::report::{EventKind, MemorySnapshot, Timeline, TimelineSample, TopLabels};
+use wgpu_memory::report::{
+    EventKind, MemorySnapshot, ReservedBands, TimeAxis, Timeline, TopLabels,
+};
 
 /// Picture width, in pixels: a README column.
 pub const WIDTH: f64 = 880.0;
@@ -21,6 +24,8 @@ const PLOT_RIGHT: f64 = WIDTH - 16.0;
 pub const PLOT_HEIGHT: f64 = 300.0;
 /// The plot's width in pixels, and so its number of columns: one sample per pixel.
 pub const PLOT_WIDTH: f64 = PLOT_RIGHT - PLOT_X;
+/// The number of columns the timeline is reduced to.
+const COLUMNS: f64 = PLOT_WIDTH;
 /// Room above the plot for the peak's text.
 const PEAK_ROOM: f64 = 22.0;
 
@@ -28,22 +33,24 @@ const PEAK_ROOM: f64 = 22.0;
 pub struct Layer {
     pub fill: Fill,
     pub name: String,
+    /// Its bytes at each sample's moment (the column's highest in use).
     pub values: Vec<u64>,
+    /// Its bytes after each sample's column: what holds until the next sample.
+    pub ends: Vec<u64>,
     pub class: &'static str,
 }
 
 /// Maps times and bytes to pixels.
 pub struct Scale {
-    start_us: u64,
-    end_us: u64,
+    /// Time along the plot's width: quiet stretches drawn short (see `TimeAxis`).
+    pub axis: TimeAxis,
     pub top: f64,
     y_max: f64,
 }
 
 impl Scale {
     pub fn x(&self, time_us: u64) -> f64 {
-        let span = (self.end_us - self.start_us) as f64;
-        PLOT_X + (time_us.saturating_sub(self.start_us)) as f64 / span * PLOT_WIDTH
+        PLOT_X + self.axis.position(time_us) * PLOT_WIDTH
     }
 
     pub fn y(&self, bytes: f64) -> f64 {
@@ -55,8 +62,8 @@ pub fn ms(time_us: u64) -> String {
     format!("{:.1} ms", time_us as f64 / 1000.0)
 }
 
-/// One band's bytes in a sample.
-type BandValue = fn(&TimelineSample) -> u64;
+/// One band's bytes in a set of bands.
+type BandValue = fn(&ReservedBands) -> u64;
 
 /// The layers bottom up: each label series with bytes, then the bands of reserved.
 fn layers(timeline: &Timeline) -> Vec<Layer> {
@@ -72,29 +79,44 @@ fn layers(timeline: &Timeline) -> Vec<Layer> {
             fill: fills[series],
             name: labels.name(series).to_string(),
             values: timeline.samples.iter().map(|s| s.in_use[series]).collect(),
+            ends: timeline
+                .samples
+                .iter()
+                .map(|s| s.in_use_end[series])
+                .collect(),
             class: "series",
         })
         .collect();
-    let bands: [(Fill, BandValue, &str); 5] = [
+    let bands: [(Fill, BandValue, &str); 7] = [
         (
             Fill::Solid(style::FREE),
-            |s| s.bands.main_free_in_used_pages,
+            |b| b.main_free_in_used_pages,
             "main memory free inside used pages (padding and free ranges)",
         ),
         (
             style::EMPTY_PAGES,
-            |s| s.bands.main_empty_pages,
+            |b| b.main_empty_pages,
             "empty main pages (a cleanup gives them back)",
         ),
         (
             Fill::Solid(style::STAGING),
-            |s| s.bands.staging,
-            "readback staging pages",
+            |b| b.staging,
+            "readback staging pages in use",
+        ),
+        (
+            style::idle(style::STAGING),
+            |b| b.staging_idle,
+            "idle readback staging pages (holding no slice)",
         ),
         (
             Fill::Solid(style::UPLOAD),
-            |s| s.bands.upload,
-            "upload staging pages",
+            |b| b.upload,
+            "upload staging pages in use",
+        ),
+        (
+            style::idle(style::UPLOAD),
+            |b| b.upload_idle,
+            "idle upload staging pages (holding no slice)",
         ),
         (
             Fill::Hatch {
@@ -102,17 +124,23 @@ fn layers(timeline: &Timeline) -> Vec<Layer> {
                 ink: style::OTHER,
                 angle: 135,
             },
-            |s| s.bands.other_memories,
+            |b| b.other_memories,
             "pages of other memories",
         ),
     ];
     for (fill, value, name) in bands {
-        let values: Vec<u64> = timeline.samples.iter().map(value).collect();
-        if values.iter().any(|&v| v > 0) {
+        let values: Vec<u64> = timeline.samples.iter().map(|s| value(&s.bands)).collect();
+        let ends: Vec<u64> = timeline
+            .samples
+            .iter()
+            .map(|s| value(&s.bands_end))
+            .collect();
+        if values.iter().chain(&ends).any(|&v| v > 0) {
             layers.push(Layer {
                 fill,
                 name: name.to_string(),
                 values,
+                ends,
                 class: "band",
             });
         }
@@ -122,20 +150,26 @@ fn layers(timeline: &Timeline) -> Vec<Layer> {
 
 /// Draws the timeline of `snapshot` with the series of `labels`; returns the SVG text.
 pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> String {
-    let timeline = Timeline::from_snapshot(snapshot, labels, PLOT_WIDTH as usize);
+    let timeline = Timeline::from_snapshot(snapshot, labels, COLUMNS as usize);
     let mut svg = Svg::new(WIDTH, 0.0);
     let mut y = draw_title(&mut svg, snapshot, &timeline);
     let top = y + PEAK_ROOM;
     let peak = timeline.peak_in_use.max(timeline.peak_reserved).max(1);
     let scale = Scale {
-        start_us: timeline.start_us,
-        end_us: timeline.end_us,
+        axis: timeline.axis.clone(),
         top,
         y_max: peak as f64 * 1.05,
     };
     let layers = layers(&timeline);
-    draw_axes(&mut svg, &scale, &timeline);
+    // Without events there is no time to spread: only the moment it was taken is known.
+    let history = !snapshot.history.is_empty();
+    draw_axes(&mut svg, &scale, &timeline, history);
     draw_layers(&mut svg, &scale, &timeline, &layers);
+    // Over the layers and the axis line: a break's mark interrupts both.
+    time_axis_svg::draw_breaks(&mut svg, &scale, top + PLOT_HEIGHT);
+    if !history {
+        draw_no_history(&mut svg, &scale);
+    }
     draw_event_lines(&mut svg, &scale, &timeline);
     draw_reserved(&mut svg, &scale, &timeline);
     draw_page_markers(&mut svg, &scale, &timeline);
@@ -160,7 +194,8 @@ fn draw_title(svg: &mut Svg, snapshot: &MemorySnapshot, timeline: &Timeline) -> 
     );
     let mut notes = vec![
         "In use: requested bytes of live slices in the main memory, stacked by label. Above it, the rest of \
-         reserved: free bytes inside used main pages, empty main pages, readback and upload staging. \
+         reserved: free bytes inside used main pages, empty main pages, readback and upload staging \
+         (hatched where idle). \
          The black line is reserved (every page of every memory); where it is vertical, it spans the least \
          and the most reserved of that pixel."
             .to_string(),
@@ -200,7 +235,50 @@ fn draw_title(svg: &mut Svg, snapshot: &MemorySnapshot, timeline: &Timeline) -> 
     y
 }
 
-fn draw_axes(svg: &mut Svg, scale: &Scale, timeline: &Timeline) {
+/// What a snapshot with no events says across its plot: history was off, and how to turn
+/// it on (the text the tests look for is "history was off" and both ways).
+pub const NO_HISTORY: [&str; 2] = [
+    "No history in this snapshot: history was off, so only the moment it was taken is drawn.",
+    "Turn it on before the work: client.record_history(10_000), or [memory] history = 10000 in the config.",
+];
+
+/// The note of [`NO_HISTORY`], centred in the plot on a white box.
+fn draw_no_history(svg: &mut Svg, scale: &Scale) {
+    let width = PLOT_WIDTH - 40.0;
+    let lines: Vec<String> = NO_HISTORY
+        .iter()
+        .flat_map(|line| style::wrap(line, BODY_SIZE, width - 16.0))
+        .collect();
+    let height = lines.len() as f64 * 17.0 + 10.0;
+    let top = scale.top + (PLOT_HEIGHT - height) / 2.0;
+    svg.open_group(r#"class="no-history""#, None);
+    svg.rect(
+        PLOT_X + 20.0,
+        top,
+        width,
+        height,
+        Fill::Solid(crate::svg::Rgb(0xFF, 0xFF, 0xFF)),
+        "",
+        None,
+    );
+    svg.frame(PLOT_X + 20.0, top, width, height, MUTED, "");
+    for (row, line) in lines.iter().enumerate() {
+        svg.text(
+            (PLOT_X + PLOT_WIDTH / 2.0, top + 13.5 + row as f64 * 17.0),
+            BODY_SIZE,
+            Weight::Normal,
+            Anchor::Middle,
+            INK,
+            line,
+            "",
+        );
+    }
+    svg.close_group();
+}
+
+/// The plot's frame, byte ticks and (when there is `history` to spread over time) time
+/// ticks.
+fn draw_axes(svg: &mut Svg, scale: &Scale, timeline: &Timeline, history: bool) {
     let bottom = scale.top + PLOT_HEIGHT;
     svg.rect(
         PLOT_X,
@@ -234,35 +312,8 @@ fn draw_axes(svg: &mut Svg, scale: &Scale, timeline: &Timeline) {
             "",
         );
     }
-    let (start_ms, end_ms) = (
-        timeline.start_us as f64 / 1000.0,
-        timeline.end_us as f64 / 1000.0,
-    );
-    for (time_ms, label) in axis::time_ticks(start_ms, end_ms, 8) {
-        let x = scale.x((time_ms * 1000.0).round() as u64);
-        svg.polyline(
-            &[(x, bottom), (x, bottom + 4.0)],
-            MUTED,
-            1.0,
-            None,
-            "",
-            None,
-        );
-        // A label at the right edge ends there rather than running off the picture.
-        let anchor = if x + style::text_width(&label, SMALL_SIZE) / 2.0 > WIDTH - 4.0 {
-            Anchor::End
-        } else {
-            Anchor::Middle
-        };
-        svg.text(
-            (x, bottom + 13.0),
-            SMALL_SIZE,
-            Weight::Normal,
-            anchor,
-            MUTED,
-            &label,
-            "",
-        );
+    if history {
+        time_axis_svg::draw_time_ticks(svg, scale, bottom);
     }
     svg.polyline(
         &[(PLOT_X, bottom), (PLOT_RIGHT, bottom)],
@@ -286,18 +337,31 @@ fn draw_axes(svg: &mut Svg, scale: &Scale, timeline: &Timeline) {
         Weight::Normal,
         Anchor::Middle,
         MUTED,
-        "time since the client started",
+        if history && !scale.axis.breaks.is_empty() {
+            "time since the client started; ≈ marks a quiet stretch (no event) drawn short"
+        } else if history {
+            "time since the client started"
+        } else {
+            "no time axis: the snapshot holds no history events"
+        },
         "",
     );
 }
 
-/// Step outlines: each sample's value held until the next sample.
-fn steps(xs: &[f64], ys: &[f64], right: f64) -> Vec<(f64, f64)> {
-    let mut points = Vec::with_capacity(xs.len() * 2);
-    for (i, (&x, &y)) in xs.iter().zip(ys).enumerate() {
+/// Step outlines: each sample's value (`ys`) across its column, then its column's end
+/// value (`ends`) held until the next sample.
+fn steps(xs: &[f64], ys: &[f64], ends: &[f64], right: f64) -> Vec<(f64, f64)> {
+    let column = PLOT_WIDTH / COLUMNS;
+    let mut points = Vec::with_capacity(xs.len() * 4);
+    for (i, ((&x, &y), &end)) in xs.iter().zip(ys).zip(ends).enumerate() {
+        let next = xs.get(i + 1).copied().unwrap_or(right);
+        let edge = (x + column).min(next).max(x);
         points.push((x, y));
-        points.push((xs.get(i + 1).copied().unwrap_or(right), y));
+        points.push((edge, y));
+        points.push((edge, end));
+        points.push((next, end));
     }
+    points.dedup();
     points
 }
 
@@ -309,16 +373,19 @@ fn draw_layers(svg: &mut Svg, scale: &Scale, timeline: &Timeline, layers: &[Laye
         .collect();
     let right = xs.last().copied().unwrap_or(PLOT_RIGHT);
     let mut below = vec![0.0f64; xs.len()];
+    let mut below_end = vec![0.0f64; xs.len()];
     for (stack, layer) in layers.iter().enumerate() {
-        let above: Vec<f64> = below
-            .iter()
-            .zip(&layer.values)
-            .map(|(b, &v)| b + v as f64)
-            .collect();
-        let top: Vec<f64> = above.iter().map(|&b| scale.y(b)).collect();
-        let bottom: Vec<f64> = below.iter().map(|&b| scale.y(b)).collect();
-        let mut outline = steps(&xs, &top, right);
-        let mut lower = steps(&xs, &bottom, right);
+        let stack_on = |base: &[f64], values: &[u64]| -> Vec<f64> {
+            base.iter()
+                .zip(values)
+                .map(|(b, &v)| b + v as f64)
+                .collect()
+        };
+        let above = stack_on(&below, &layer.values);
+        let above_end = stack_on(&below_end, &layer.ends);
+        let y = |levels: &[f64]| -> Vec<f64> { levels.iter().map(|&b| scale.y(b)).collect() };
+        let mut outline = steps(&xs, &y(&above), &y(&above_end), right);
+        let mut lower = steps(&xs, &y(&below), &y(&below_end), right);
         lower.reverse();
         outline.extend(lower);
         let peak = layer.values.iter().copied().max().unwrap_or(0);
@@ -335,6 +402,7 @@ fn draw_layers(svg: &mut Svg, scale: &Scale, timeline: &Timeline, layers: &[Laye
             Some(&title),
         );
         below = above;
+        below_end = above_end;
     }
 }
 

@@ -1,20 +1,23 @@
 //! Compaction and cleanup on request: moving live slices so free bytes come together,
-//! and giving back the pages that empties.
+//! and giving back the pages that empties (the cleanup itself is in `cleanup`).
 
 use super::Client;
+use super::cleanup::{GivenBack, Held};
 use crate::report::EventKind;
 use std::time::{Duration, Instant};
 
-/// What one [`Client::compact`] (or the compaction inside [`Client::cleanup`]) did.
+/// What one [`Client::compact`] did ([`Client::cleanup`] returns a
+/// [`CleanupReport`](super::CleanupReport)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CompactionReport {
     /// Slices moved.
     pub moves: usize,
     /// Bytes moved (the requested sizes of the moved slices).
     pub bytes_moved: u64,
-    /// Main-memory pages given back to the driver afterwards.
+    /// Main-memory pages given back to the driver afterwards (net, as
+    /// [`GivenBack::pages`](super::GivenBack::pages)).
     pub pages_given_back: u64,
-    /// Bytes of those pages.
+    /// Bytes of those pages (each buffer's real size).
     pub bytes_given_back: u64,
     /// Wall time of the call: planning, recording the copies and submitting them (not
     /// the GPU's time to run the copies, which overlaps later work).
@@ -41,25 +44,7 @@ impl Client {
     /// [`HandleResource`]: super::HandleResource
     pub fn compact(&self) -> Result<CompactionReport, ClientError> {
         self.flush()?;
-        self.compact_and_give_back(false)
-    }
-
-    /// Gives every page without a live slice back to the driver, in every memory (main,
-    /// readback staging, upload staging), after a compaction of the main memory has
-    /// emptied what it can (see [`compact`](Self::compact)). Submits the recorded work
-    /// first, and lets wgpu finish the callbacks that hand staging pages back. Cached
-    /// bind groups holding a given-back page are dropped with it, so wgpu frees the page
-    /// once the device is done with it.
-    pub fn cleanup(&self) {
-        let _ = self.flush();
-        self.shared.export_epoch.advance();
-        self.poll(wgpu::PollType::Poll);
-        if let Err(error) = self.compact_and_give_back(true) {
-            tracing::warn!(%error, "cleanup: the compaction's copies were refused");
-        }
-        // The given-back pages' bucket goes to the device, to be credited once it is done.
-        let _ = self.flush();
-        self.poll(wgpu::PollType::Poll);
+        self.compact_and_give_back()
     }
 
     /// The bound on the bytes one compaction pass moves, in bytes (default
@@ -77,52 +62,62 @@ impl Client {
         self.shared.server.lock().set_max_move_bytes(bytes);
     }
 
-    /// Compacts the main memory and submits the batch carrying the copies (in the submit
-    /// turn, so batches keep their order), then, with the turn let go as every cleanup
-    /// does, gives back the pages left empty (every memory's when `everything`).
-    fn compact_and_give_back(&self, everything: bool) -> Result<CompactionReport, ClientError> {
+    /// Compacts the main memory and gives back the main pages left empty.
+    fn compact_and_give_back(&self) -> Result<CompactionReport, ClientError> {
         let started = Instant::now();
-        let (done, before, pages_before) = {
-            let _turn = self.turn();
-            let (done, batch, before, pages_before) = {
-                let mut server = self.shared.server.lock();
-                server.check_lost("compact")?;
-                // Dropped handles and ended export holds first: their slices are
-                // free, not moved.
-                server.release_dropped();
-                let before = reserved_bytes(&server);
-                let pages_before = server.main_pages();
-                let max = server.max_move_bytes();
-                let done = server.compact(max);
-                (done, server.take_batch(), before, pages_before)
-            };
-            self.submit_batch(batch)?;
-            (done, before, pages_before)
+        let before = self.held_after_releases();
+        let (moves, bytes_moved) = self.compact_main()?;
+        let [main, ..] = self.give_back(false, before);
+        Ok(CompactionReport {
+            moves,
+            bytes_moved,
+            pages_given_back: main.pages,
+            bytes_given_back: main.bytes,
+            took: started.elapsed(),
+        })
+    }
+
+    /// What the memories hold once the dropped handles and ended export holds are
+    /// released: their slices are free, not moved.
+    pub(super) fn held_after_releases(&self) -> Held {
+        let mut server = self.shared.server.lock();
+        server.release_dropped();
+        Held::of(&server)
+    }
+
+    /// Compacts the main memory and submits the batch carrying the copies, in the
+    /// submit turn, so batches keep their order. Returns the slices and bytes moved.
+    pub(super) fn compact_main(&self) -> Result<(usize, u64), ClientError> {
+        let _turn = self.turn();
+        let (done, batch) = {
+            let mut server = self.shared.server.lock();
+            server.check_lost("compact")?;
+            let max = server.max_move_bytes();
+            let done = server.compact(max);
+            (done, server.take_batch())
         };
+        self.submit_batch(batch)?;
+        Ok((done.moves, done.bytes_moved))
+    }
+
+    /// With the submit turn let go, as every cleanup does: gives back the pages left
+    /// empty (every memory's when `everything`, else the main memory's), records them,
+    /// and returns what each memory gave back since `before`.
+    pub(super) fn give_back(&self, everything: bool, before: Held) -> [GivenBack; 3] {
         let mut server = self.shared.server.lock();
         if everything {
             server.cleanup();
         } else {
             server.cleanup_main();
         }
-        let given_back = before.saturating_sub(reserved_bytes(&server));
+        let given_back = before.given_back(Held::of(&server));
         self.record_pages(&mut server);
         if everything {
-            self.record(EventKind::Cleanup, given_back, |_| {});
+            let bytes = given_back.iter().map(|memory| memory.bytes).sum();
+            self.record(EventKind::Cleanup, bytes, |_| {});
         }
-        Ok(CompactionReport {
-            moves: done.moves,
-            bytes_moved: done.bytes_moved,
-            pages_given_back: pages_before.saturating_sub(server.main_pages()),
-            bytes_given_back: given_back,
-            took: started.elapsed(),
-        })
+        given_back
     }
 }
 
 use super::ClientError;
-
-/// Bytes of every page held, in all three memories.
-fn reserved_bytes(server: &crate::server::Server) -> u64 {
-    super::reserved_bytes(&server.memory_report())
-}

@@ -2,6 +2,7 @@
 
 use crate::memory_management::{MemorySize, PoolConfigError};
 use crate::server::SubmitPolicy;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// The `[submit]` table as written; every key is optional.
@@ -61,13 +62,21 @@ pub fn parse_submit_policy(text: &str) -> Result<SubmitPolicy, PoolConfigError> 
     })
 }
 
-fn config_path() -> Option<PathBuf> {
-    match std::env::var_os("WGPU_MEMORY_CONFIG") {
+/// The process's configuration file, if it has one: the file named by
+/// `WGPU_MEMORY_CONFIG` when it is set and not empty, else `wgpu-memory.toml` in the
+/// working directory when it exists.
+pub(super) fn config_path() -> Option<PathBuf> {
+    config_path_from(
+        std::env::var_os("WGPU_MEMORY_CONFIG"),
+        Path::new("wgpu-memory.toml"),
+    )
+}
+
+/// [`config_path`] with its sources passed in: the variable's value and the default file.
+fn config_path_from(explicit: Option<OsString>, default: &Path) -> Option<PathBuf> {
+    match explicit {
         Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
-        _ => {
-            let default = Path::new("wgpu-memory.toml");
-            default.exists().then(|| default.to_path_buf())
-        }
+        _ => default.exists().then(|| default.to_path_buf()),
     }
 }
 
@@ -87,6 +96,25 @@ mod tests {
     fn sizes_take_units() {
         let policy = parse_submit_policy("[submit]\nmax_bytes = \"2 MiB\"\n").unwrap();
         assert_eq!(policy.max_bytes, 2 << 20);
+    }
+
+    #[test]
+    fn the_config_file_is_the_variables_else_the_default_when_it_exists() {
+        let present = std::env::temp_dir().join(format!(
+            "wgpu-memory-config-path-{}.toml",
+            std::process::id()
+        ));
+        std::fs::write(&present, "").unwrap();
+        let absent = Path::new("/nonexistent/wgpu-memory.toml");
+        let named = OsString::from("/elsewhere/mine.toml");
+        assert_eq!(
+            config_path_from(Some(named.clone()), absent),
+            Some(PathBuf::from(&named))
+        );
+        assert_eq!(config_path_from(None, absent), None);
+        assert_eq!(config_path_from(Some(OsString::new()), absent), None);
+        assert_eq!(config_path_from(None, &present), Some(present.clone()));
+        std::fs::remove_file(&present).unwrap();
     }
 
     #[test]

@@ -41,6 +41,7 @@ impl Client {
         let (events, dropped) = history.events();
         snapshot.history = events;
         snapshot.history_dropped = dropped;
+        snapshot.started_unix_us = Some(history.started_unix_us());
         for slice in snapshot
             .memories
             .iter_mut()
@@ -69,6 +70,10 @@ impl Client {
     /// - pages made and given back in every memory ([`EventKind::PageMade`],
     ///   [`EventKind::PageReleased`]: page size, memory, pool, page id) and reservations
     ///   that spilled past a full capped pool ([`EventKind::Spill`]);
+    /// - readback and upload staging pages going idle and in use again
+    ///   ([`EventKind::StagingIdle`], [`EventKind::StagingInUse`]: page size, memory, pool,
+    ///   page id), stamped when the next client call that records history sees it;
+    /// - compaction moves ([`EventKind::Move`]);
     /// - uploads and readbacks (bytes), launches (kernel label), cleanups (bytes
     ///   released), installs and out-of-memory failures.
     ///
@@ -93,8 +98,10 @@ impl Client {
         self.shared.history.lock().backtraces = on;
     }
 
-    /// Where a main-memory reservation that runs out of room (out of device memory, or
-    /// capped pools full) writes the memory snapshot of that moment: as PyTorch's pickle
+    /// Where a reservation that runs out of room (a main reservation out of device memory
+    /// or finding its capped pools full, or a reservation in any memory the budget
+    /// refuses) writes the memory snapshot of that moment, its
+    /// [`EventKind::OutOfMemory`] in the history when history is on: as PyTorch's pickle
     /// (for memory_viz) when the path ends in `.pickle` or `.pkl`, as JSON otherwise;
     /// `None` writes none. The error ([`ClientError::OutOfMemory`]) then names the file. Each
     /// such failure overwrites the file. Also set by `[memory] oom_snapshot`.
@@ -102,11 +109,13 @@ impl Client {
         *self.shared.oom_snapshot.lock() = path;
     }
 
-    /// `result`, or, for a main-memory reservation out of room, [`ClientError::OutOfMemory`]
-    /// with what held the memory then (and the snapshot written, when a path is set),
-    /// naming the budget when `refusal` (the budget's refusal the reservation met, from
-    /// `retry_over_budget`) says it refused it. Takes the server's lock: call it without
-    /// holding it.
+    /// `result`, or, for a reservation out of room (any memory the budget refused, or the
+    /// main memory), [`ClientError::OutOfMemory`] with what held the memory then (and the
+    /// snapshot written, when a path is set), naming the budget when `refusal` (the
+    /// budget's refusal the reservation met, as it was then, from `retry_over_budget`)
+    /// says it refused it. The failure's [`EventKind::OutOfMemory`] is recorded here,
+    /// before the snapshot is taken, so that every out-of-memory snapshot carries its
+    /// event. Takes the server's lock: call it without holding it.
     pub(super) fn explain_oom<T>(
         &self,
         result: Result<T, ClientError>,
@@ -116,7 +125,29 @@ impl Client {
             Err(ClientError::Reserve(error)) if error.is_out_of_room() => error,
             other => return other,
         };
-        let budget = refusal;
+        let budget = {
+            let mut server = self.shared.server.lock();
+            let (memory, requested) = match &refusal {
+                Some(refusal) => (refusal.memory.clone(), refusal.requested),
+                None => (MAIN_MEMORY.to_string(), error.requested()),
+            };
+            let free_bytes = match &refusal {
+                // The budget's room when it refused.
+                Some(refusal) => {
+                    let held: u64 = refusal.held.iter().map(|held| held.bytes).sum();
+                    refusal.budget.saturating_sub(held + refusal.retiring)
+                }
+                None => {
+                    let usage = crate::report::memory_usage(&server.memory_report(), &memory);
+                    usage
+                        .bytes_reserved
+                        .saturating_sub(usage.bytes_in_use)
+                        .saturating_sub(usage.bytes_padding)
+                }
+            };
+            self.record_out_of_memory(&mut server, &memory, requested, free_bytes, &error);
+            refusal
+        };
         let snapshot = self.memory_snapshot();
         let mut detail = OutOfMemoryDetail::from_snapshot(&snapshot, MAIN_MEMORY);
         detail.budget = budget.map(|mut budget| {
@@ -143,6 +174,40 @@ impl Client {
             detail: Box::new(detail),
             snapshot: written,
         })
+    }
+
+    /// Records an [`EventKind::OutOfMemory`] of `bytes` refused in `memory` for `error`,
+    /// with `free_bytes` still free to it, after the page events the failed reservation
+    /// left, when history is on (`server` is the locked server). A capped main pool that
+    /// is full names itself; the device or the budget refusing a page names no pool.
+    fn record_out_of_memory(
+        &self,
+        server: &mut Server,
+        memory: &str,
+        bytes: u64,
+        free_bytes: u64,
+        error: &crate::memory_management::ReserveError,
+    ) {
+        let mut history = self.shared.history.lock();
+        if !history.on() {
+            return;
+        }
+        server.record_page_events(&mut history, None);
+        let label = history.labels.current().map(str::to_string);
+        let pool = match error {
+            crate::memory_management::ReserveError::PoolCapacityExceeded { pool, .. }
+                if memory == MAIN_MEMORY =>
+            {
+                Some(server.main_pool_name(*pool))
+            }
+            _ => None,
+        };
+        history.push(EventKind::OutOfMemory, bytes, |event| {
+            event.label = label;
+            event.memory = Some(memory.to_string());
+            event.pool = pool;
+            event.free_bytes = Some(free_bytes);
+        });
     }
 
     /// Opens a label scope: reservations made while the returned guard lives carry
@@ -256,36 +321,18 @@ impl Client {
         handle
     }
 
-    /// Records the pages the reservation gave back trying and, when `result` is a main
-    /// memory out of room, an [`EventKind::OutOfMemory`] of `bytes` (`server` is the
-    /// locked server).
+    /// Records the pages the reservation gave back trying, when `result` is out of room
+    /// (`server` is the locked server). Its [`EventKind::OutOfMemory`] is recorded by
+    /// `explain_oom`, which every out-of-room failure goes through.
     pub(super) fn record_failure<T>(
         &self,
         server: &mut Server,
-        bytes: u64,
         result: Result<T, ClientError>,
     ) -> Result<T, ClientError> {
         if let Err(ClientError::Reserve(error)) = &result
             && error.is_out_of_room()
         {
-            let mut history = self.shared.history.lock();
-            if history.on() {
-                server.record_page_events(&mut history, None);
-                let label = history.labels.current().map(str::to_string);
-                // A capped pool that is full names itself; the device refusing a page
-                // names no pool.
-                let pool = match error {
-                    crate::memory_management::ReserveError::PoolCapacityExceeded {
-                        pool, ..
-                    } => Some(server.main_pool_name(*pool)),
-                    _ => None,
-                };
-                history.push(EventKind::OutOfMemory, bytes, |event| {
-                    event.label = label;
-                    event.memory = Some(MAIN_MEMORY.to_string());
-                    event.pool = pool;
-                });
-            }
+            self.record_pages(server);
         }
         result
     }

@@ -16,8 +16,10 @@ mod batch_tests;
 mod budget;
 #[cfg(test)]
 mod budget_tests;
+mod cleanup;
 mod compaction;
 mod config;
+mod configure;
 mod device_memory;
 #[cfg(test)]
 mod failure_tests;
@@ -40,6 +42,7 @@ pub use crate::server::{
     MAX_HELD_EXPORTS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes,
     SMALLEST_UPLOAD_PAGE, STAGING_IDLE_OPERATIONS, STAGING_IDLE_RESERVATIONS, SubmitPolicy,
 };
+pub use cleanup::{CleanupReport, GivenBack};
 pub use compaction::CompactionReport;
 pub use config::{load_submit_policy, parse_submit_policy};
 pub use device_memory::DEVICE_MEMORY_BLOCK;
@@ -50,7 +53,6 @@ pub use queue::{ClientQueue, ClientWriteBufferView};
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,
-    load_memory_config,
 };
 use crate::report::EventKind;
 use crate::server::History;
@@ -149,8 +151,15 @@ impl Client {
     /// device memory: open it with [`Client::memory_hints`] (4 MiB blocks, what
     /// [`open_default`](Self::open_default) uses); wgpu's default `Performance` keeps
     /// 128-256 MiB blocks (see [`DEVICE_MEMORY_BLOCK`] for what each hint costs).
+    ///
+    /// Applies no configuration file: when one is present (`WGPU_MEMORY_CONFIG`, or
+    /// `wgpu-memory.toml` in the working directory) a `tracing` warning names it. Use
+    /// [`with_config_file`](Self::with_config_file) to apply it, or
+    /// [`with_config`](Self::with_config) / [`apply_config`](Self::apply_config) with a
+    /// [`MemoryConfig`](crate::memory_management::MemoryConfig).
     pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
-        Self::with_layout(
+        configure::warn_if_config_unapplied("Client::new");
+        Self::build(
             device,
             queue,
             None,
@@ -160,7 +169,20 @@ impl Client {
 
     /// A client whose main memory starts with `layout` (a preset, or explicit pools as
     /// [`MemoryPoolsConfig::resolve`] returns them); `info` describes the adapter, if known.
+    /// Applies no configuration file, and warns as [`new`](Self::new) does when one is
+    /// present.
     pub fn with_layout(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        info: Option<wgpu::AdapterInfo>,
+        layout: PoolLayout,
+    ) -> Self {
+        configure::warn_if_config_unapplied("Client::with_layout");
+        Self::build(device, queue, info, layout)
+    }
+
+    /// [`with_layout`](Self::with_layout) without the warning.
+    fn build(
         device: wgpu::Device,
         queue: wgpu::Queue,
         info: Option<wgpu::AdapterInfo>,
@@ -198,71 +220,6 @@ impl Client {
         };
         hooks.join(&client.shared);
         client
-    }
-
-    /// Opens the default adapter (a discrete GPU when there is one, then any other,
-    /// software adapters such as lavapipe included) of the Vulkan, Metal or DX12 backend
-    /// (or the backends named in `WGPU_BACKEND`) with its own limits and
-    /// [`Client::memory_hints`] (4 MiB device memory blocks), and makes a
-    /// client over it, laid out by the `memory.pools` config when one is found (the file
-    /// named by `WGPU_MEMORY_CONFIG`, else `wgpu-memory.toml` in the working directory),
-    /// else by the default (adaptive) layout. A `memory.history = N` there turns history
-    /// on from the start, as [`record_history`](Self::record_history)`(N)` does
-    /// (`history = { events = N, backtraces = true }` also
-    /// [`record_backtraces`](Self::record_backtraces)); a `memory.oom_snapshot = "path"`
-    /// sets [`set_oom_snapshot`](Self::set_oom_snapshot) and `memory.records = "path"`
-    /// [`set_records_file`](Self::set_records_file), and `memory.budget = "8 GiB"`
-    /// [`set_budget`](Self::set_budget).
-    ///
-    /// # Errors
-    /// [`ClientError::Config`] when the config cannot be read or is invalid (a
-    /// `memory.budget` of 0 bytes or one that is not a size included);
-    /// [`ClientError::NoAdapter`] when wgpu finds no adapter;
-    /// [`ClientError::RequestDevice`] when the adapter refuses a device.
-    pub fn open_default() -> Result<Self, ClientError> {
-        pollster::block_on(Self::open_default_async())
-    }
-
-    async fn open_default_async() -> Result<Self, ClientError> {
-        let config = load_memory_config()?.unwrap_or_default();
-        let policy = load_submit_policy()?;
-        // Vulkan, Metal and DX12 (lavapipe is Vulkan); `WGPU_BACKEND` overrides.
-        let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
-        descriptor.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY);
-        let instance = wgpu::Instance::new(descriptor);
-        let adapter = instance
-            .request_adapter(&wgpu::RequestAdapterOptions {
-                power_preference: wgpu::PowerPreference::HighPerformance,
-                ..Default::default()
-            })
-            .await
-            .map_err(|error| ClientError::NoAdapter(error.to_string()))?;
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("wgpu-memory"),
-                required_limits: adapter.limits(),
-                // Blocks our pages fit, so a page given back returns device memory.
-                memory_hints: Self::memory_hints(),
-                ..Default::default()
-            })
-            .await
-            .map_err(|error| ClientError::RequestDevice(error.to_string()))?;
-        let layout = match config.pools {
-            Some(pools) => pools.resolve(&storage_memory_properties(&device.limits()))?,
-            None => PoolLayout::Preset(MemoryConfiguration::default()),
-        };
-        let client = Self::with_layout(device, queue, Some(adapter.get_info()), layout);
-        if let Some(budget) = config.budget {
-            client.set_budget(Some(budget.0))?;
-        }
-        client.set_submit_policy(policy);
-        if let Some(history) = config.history {
-            client.record_history(history.events);
-            client.record_backtraces(history.backtraces);
-        }
-        client.set_oom_snapshot(config.oom_snapshot);
-        client.set_records_file(config.records);
-        Ok(client)
     }
 
     /// The adapter the client opened, when it opened one itself.
@@ -328,7 +285,7 @@ impl Client {
                 let mut server = self.shared.server.lock();
                 let reserved = server.empty(size);
                 let handle = self
-                    .record_failure(&mut server, size, reserved)
+                    .record_failure(&mut server, reserved)
                     .inspect_err(|_| main_failed = true)?;
                 let handle = self.reserved(&mut server, handle);
                 server.write_with(&handle, 0, size, |view| fill.take().map_or((), |f| f(view)))?;
@@ -363,7 +320,7 @@ impl Client {
             || {
                 let mut server = self.shared.server.lock();
                 let reserved = server.empty(size);
-                self.record_failure(&mut server, size, reserved)
+                self.record_failure(&mut server, reserved)
                     .map(|handle| self.reserved(&mut server, handle))
             },
             || true,
@@ -438,7 +395,8 @@ impl Client {
 
     /// Dispatches `kernel` over `workgroups`, binding the i-th handle as
     /// `@group(0) @binding(i)` (a storage buffer at the handle's offset, its size rounded
-    /// up to 4 bytes, at least 4).
+    /// up to 4 bytes, at least 4). Storage bindings only: a kernel that declares one
+    /// `var<uniform>` is refused (see [`Kernel`]).
     ///
     /// When an input carries a failure (bytes an earlier failed operation left
     /// unwritten), the launch is not dispatched and returns `Ok(())`: its outputs take the
@@ -447,7 +405,8 @@ impl Client {
     /// # Errors
     /// [`ClientError::TooManyWorkgroups`], [`ClientError::TooManyBindings`] against the
     /// device's limits; [`ClientError::Wgpu`] when the shader does not compile or the
-    /// bindings do not match it; [`ClientError::DeviceLost`] once the device is lost;
+    /// bindings do not match it (a `var<uniform>` binding included);
+    /// [`ClientError::DeviceLost`] once the device is lost;
     /// [`ClientError::ReadOnlyAliasesWritable`] when a `var<storage, read>` binding
     /// shares a page with a writable one; [`ClientError::Memory`] for a stale handle. A
     /// launch that returns an error ran nothing and claims nothing: every handle keeps

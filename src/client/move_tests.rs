@@ -17,10 +17,10 @@ fn client() -> Option<Client> {
     }
 }
 
-const KIB: u64 = 1 << 10;
-
-/// A handle and the bytes it must read.
+/// A live handle and the bytes it should read.
 type Kept = (Handle, Vec<u8>);
+
+const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 
 /// One sliced pool of `page`-byte pages (slices up to a page).

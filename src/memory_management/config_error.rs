@@ -213,14 +213,16 @@ pub enum PoolConfigError {
     },
 
     /// A size that is not a whole number of bytes we can hold: a string that does not
-    /// parse, a negative or NaN value, an unknown unit, or a value past `u64::MAX` bytes
-    /// (also after rounding up to the alignment).
+    /// parse, a negative or NaN value, an unknown unit or a bare prefix such as `"64M"`
+    /// (ambiguous between `MiB` and `MB`), or a value past `u64::MAX` bytes (also after
+    /// rounding up to the alignment).
     ///
     /// Retrying does not help: write the size as a non-negative integer of bytes or as a
     /// string such as `"64 MiB"` or `"1.5GiB"`.
     #[error(
         "{}: `{field}` = {value} is not a valid size: {reason}; write an integer of bytes or \
-         a string such as \"64 MiB\" (units B, KiB, MiB, GiB, TiB, all 1024-based)",
+         a string such as \"64 MiB\" (units B; KiB, MiB, GiB, TiB, 1024-based; kB, MB, GB, TB, \
+         1000-based)",
         place(*.entry)
     )]
     BadSize {

@@ -1,7 +1,8 @@
 //! Memory history: what happened to the memory, event by event, in a bounded ring.
 //!
 //! A client that records history pushes one [`HistoryEvent`] per reservation, free, page
-//! made or given back, cleanup, install, spill, out-of-memory, upload, readback and launch
+//! made or given back, staging page in use or idle, cleanup, install, spill, out-of-memory,
+//! upload, readback, launch and compaction move
 //! into a [`HistoryRing`] of at most N events. When the ring is full the oldest event is
 //! dropped, so the memory it takes is bounded by N whatever the program does. A
 //! [`MemorySnapshot`](super::MemorySnapshot) carries the ring's events, oldest first.
@@ -28,7 +29,8 @@ pub enum EventKind {
     /// A reservation found the first pool that accepts its size capped and full, and went
     /// to a later one (`pool`); `id` and `label` are the reservation's.
     Spill,
-    /// A reservation of `bytes` failed for lack of memory.
+    /// A reservation of `bytes` failed for lack of memory in `memory` (`pool`: the capped
+    /// pool that was full, if that was why); `free_bytes` says what was still free.
     OutOfMemory,
     /// `bytes` were uploaded to the device.
     Upload,
@@ -39,11 +41,17 @@ pub enum EventKind {
     /// A compaction moved the live slice of allocation `id` (`bytes` requested) in `pool`
     /// from `from_page`/`from_offset` to `page`/`offset`; the label is the allocation's.
     Move,
+    /// A staging page (`memory` "staging" or "upload", `pool`, `page`; `bytes` its size)
+    /// holds a slice again, after it was made or idle.
+    StagingInUse,
+    /// A staging page holds no slice any more: idle, until it is used again or given back
+    /// (`bytes` its size).
+    StagingIdle,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [EventKind; 12] = [
+    pub const ALL: [EventKind; 14] = [
         EventKind::Reserve,
         EventKind::Free,
         EventKind::PageMade,
@@ -56,6 +64,8 @@ impl EventKind {
         EventKind::Readback,
         EventKind::Launch,
         EventKind::Move,
+        EventKind::StagingInUse,
+        EventKind::StagingIdle,
     ];
 
     /// A short lowercase name, for legends and logs ("reserve", "page made", ...).
@@ -73,6 +83,8 @@ impl EventKind {
             EventKind::Readback => "readback",
             EventKind::Launch => "launch",
             EventKind::Move => "move",
+            EventKind::StagingInUse => "staging in use",
+            EventKind::StagingIdle => "staging idle",
         }
     }
 }
@@ -119,6 +131,12 @@ pub struct HistoryEvent {
     /// The offset in bytes a moved slice left in `from_page`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_offset: Option<u64>,
+    /// For an [`EventKind::OutOfMemory`]: the bytes still free to the refused memory, in
+    /// bytes. When the budget refused, what the budget had left; otherwise the free bytes
+    /// inside the pages the memory held (the device's own free memory is not known
+    /// through wgpu).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_bytes: Option<u64>,
 }
 
 impl HistoryEvent {
@@ -137,6 +155,7 @@ impl HistoryEvent {
             backtrace: None,
             from_page: None,
             from_offset: None,
+            free_bytes: None,
         }
     }
 }

@@ -12,7 +12,8 @@
 //! - [`TopLabels`], [`label_group`], [`Timeline`], [`page_runs`], [`PageStats`]: a snapshot
 //!   reduced to what a picture draws, with at most one sample or run per column;
 //!   [`ReservedBands`] (why reserved exceeds in use), [`peak_holders`] (what held the peak),
-//!   [`PoolStats`] (how fragmented a pool is), [`MemorySnapshot::at`] (the page map at an
+//!   [`PoolStats`] (how fragmented a pool is), [`TimeAxis`] (time over a timeline's width, quiet
+//!   stretches drawn short), [`MemorySnapshot::at`] (the page map at an
 //!   earlier moment), [`backtrace_frames`] (a recorded backtrace as frames).
 //! - [`PyTorchSnapshot`]: the snapshot in the shape PyTorch's memory_viz reads, written as a
 //!   pickle by [`MemorySnapshot::to_pytorch_pickle`].
@@ -31,6 +32,7 @@ mod rewind;
 mod snapshot;
 mod snapshot_error;
 mod summary;
+mod time_axis;
 mod timeline;
 mod top_labels;
 
@@ -47,16 +49,18 @@ pub use page_map::{
 };
 pub use peak::peak_holders;
 pub use pytorch::{
-    BASE_ADDRESS, PAGE_ALIGN, PyTorchBlock, PyTorchFrame, PyTorchSegment, PyTorchSnapshot,
-    PyTorchTraceEntry,
+    BASE_ADDRESS, DEFAULT_POOL_ID, PAGE_SPAN, PyTorchBlock, PyTorchFrame, PyTorchSegment,
+    PyTorchSnapshot, PyTorchTraceEntry, STREAM_SLOTS,
 };
 pub use reserved_bands::{ReservedBands, STAGING_MEMORY, UPLOAD_MEMORY};
 pub use rewind::RewindError;
+pub(crate) use snapshot::memory_usage;
 pub use snapshot::{
     MAIN_MEMORY, MemorySnapshot, MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
     SnapshotTotals,
 };
 pub use snapshot_error::SnapshotCheckError;
 pub use summary::{BudgetUse, MemorySummary, pool_line};
+pub use time_axis::{AxisBreak, BREAK_SHARE, QUIET_FACTOR, QUIET_SHARE, TimeAxis};
 pub use timeline::{MARKED_KINDS, Timeline, TimelineMarker, TimelineSample};
 pub use top_labels::{OTHER_LABELS, TopLabels};

@@ -326,6 +326,7 @@ mod tests {
             }],
             history: Vec::new(),
             history_dropped: 0,
+            started_unix_us: None,
             report: crate::memory_management::MemoryReport { streams: vec![] },
         }
     }

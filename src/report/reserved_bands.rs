@@ -6,7 +6,12 @@
 //! history existed before the first event; a page released in the history existed until
 //! then. Each page's live slice count is anchored the same way (the snapshot's live slices,
 //! minus the reservations, plus the frees the history records on that page), so a page is
-//! known to be empty, a page a cleanup can give back, at every event.
+//! known to be empty, a page a cleanup can give back, at every event. A staging page has
+//! no slice events (its slices are the library's own): it is in use or idle as the
+//! snapshot finds it, changed back through its `StagingInUse` / `StagingIdle` events, and
+//! in use from when it was made (a staging page is only made to serve a reservation).
+//! (Snapshots written before those events were recorded show each staging page all along
+//! as the snapshot found it.)
 
 use super::history::{EventKind, HistoryEvent};
 use super::levels::clamp;
@@ -29,17 +34,21 @@ pub struct ReservedBands {
     pub main_free_in_used_pages: u64,
     /// Bytes of main pages that hold no live slice: what a cleanup can give back.
     pub main_empty_pages: u64,
-    /// Bytes of the readback staging pages ([`STAGING_MEMORY`]).
+    /// Bytes of the readback staging pages ([`STAGING_MEMORY`]) that hold a slice.
     pub staging: u64,
-    /// Bytes of the upload staging pages ([`UPLOAD_MEMORY`]).
+    /// Bytes of the readback staging pages that hold none: idle.
+    pub staging_idle: u64,
+    /// Bytes of the upload staging pages ([`UPLOAD_MEMORY`]) that hold a slice.
     pub upload: u64,
+    /// Bytes of the upload staging pages that hold none: idle.
+    pub upload_idle: u64,
     /// Bytes of pages of any other memory.
     pub other_memories: u64,
 }
 
 impl ReservedBands {
     /// The bands from the bottom of a stack up, with their names (as a legend says them).
-    pub fn stacked(&self) -> [(&'static str, u64); 6] {
+    pub fn stacked(&self) -> [(&'static str, u64); 8] {
         [
             ("main memory in use", self.main_in_use),
             (
@@ -50,8 +59,10 @@ impl ReservedBands {
                 "empty main pages (a cleanup gives them back)",
                 self.main_empty_pages,
             ),
-            ("readback staging", self.staging),
-            ("upload staging", self.upload),
+            ("readback staging in use", self.staging),
+            ("idle readback staging", self.staging_idle),
+            ("upload staging in use", self.upload),
+            ("idle upload staging", self.upload_idle),
             ("other memories", self.other_memories),
         ]
     }
@@ -82,24 +93,34 @@ pub(super) struct PageLevels {
     sums: [i128; SLOTS],
 }
 
-/// Where a page's bytes count: main pages with live slices, empty main pages, staging,
-/// upload, any other memory.
+/// Where a page's bytes count: main pages with live slices, empty main pages, staging and
+/// upload pages in use and idle, any other memory.
 type Slot = usize;
-const SLOTS: usize = 5;
+const SLOTS: usize = 7;
 const MAIN_USED: Slot = 0;
 const MAIN_EMPTY: Slot = 1;
 const STAGING: Slot = 2;
-const UPLOAD: Slot = 3;
-const OTHER: Slot = 4;
+const STAGING_IDLE: Slot = 3;
+const UPLOAD: Slot = 4;
+const UPLOAD_IDLE: Slot = 5;
+const OTHER: Slot = 6;
 
 fn slot(memory: &str, page: &Page) -> Slot {
+    let used = page.live > 0;
     match memory {
-        MAIN_MEMORY if page.live > 0 => MAIN_USED,
+        MAIN_MEMORY if used => MAIN_USED,
         MAIN_MEMORY => MAIN_EMPTY,
-        STAGING_MEMORY => STAGING,
-        UPLOAD_MEMORY => UPLOAD,
+        STAGING_MEMORY if used => STAGING,
+        STAGING_MEMORY => STAGING_IDLE,
+        UPLOAD_MEMORY if used => UPLOAD,
+        UPLOAD_MEMORY => UPLOAD_IDLE,
         _ => OTHER,
     }
+}
+
+/// Whether `memory` is neither the main memory nor a staging memory.
+fn is_other(memory: &str) -> bool {
+    !matches!(memory, MAIN_MEMORY | STAGING_MEMORY | UPLOAD_MEMORY)
 }
 
 fn memory_of(event: &HistoryEvent) -> &str {
@@ -147,6 +168,10 @@ impl PageLevels {
                         live: 0,
                     },
                 ),
+                // Before a staging page went idle it was in use, and before it was in use
+                // it was idle.
+                EventKind::StagingIdle => levels.set_in_use(&key, true),
+                EventKind::StagingInUse => levels.set_in_use(&key, false),
                 _ => levels.count(&key, -count_delta(event)),
             }
         }
@@ -179,6 +204,20 @@ impl PageLevels {
         }
     }
 
+    /// Marks a page as holding a slice (`in_use`, counted as one when it counted none) or
+    /// none.
+    fn set_in_use(&mut self, key: &(String, u64), in_use: bool) {
+        let Some(live) = self.pages.get(key).map(|page| page.live) else {
+            return;
+        };
+        let delta = match (in_use, live > 0) {
+            (true, false) => 1 - live,
+            (false, true) => -live,
+            _ => 0,
+        };
+        self.count(key, delta);
+    }
+
     /// Applies one event.
     ///
     /// # Complexity
@@ -187,14 +226,21 @@ impl PageLevels {
         let Some(id) = event.page else { return };
         let key = (memory_of(event).to_string(), id);
         match event.kind {
-            EventKind::PageMade => self.insert(
-                key,
-                Page {
-                    size: event.bytes,
-                    live: 0,
-                },
-            ),
+            // A staging page is only made to serve a reservation, which no slice event
+            // records: it starts in use. A main page's reservation follows as an event.
+            EventKind::PageMade => {
+                let live = i64::from(key.0 != MAIN_MEMORY && !is_other(&key.0));
+                self.insert(
+                    key,
+                    Page {
+                        size: event.bytes,
+                        live,
+                    },
+                )
+            }
             EventKind::PageReleased => self.remove(&key),
+            EventKind::StagingIdle => self.set_in_use(&key, false),
+            EventKind::StagingInUse => self.set_in_use(&key, true),
             _ => self.count(&key, count_delta(event)),
         }
     }
@@ -210,7 +256,9 @@ impl PageLevels {
             main_free_in_used_pages: used - main_in_use,
             main_empty_pages: clamp(self.sums[MAIN_EMPTY]),
             staging: clamp(self.sums[STAGING]),
+            staging_idle: clamp(self.sums[STAGING_IDLE]),
             upload: clamp(self.sums[UPLOAD]),
+            upload_idle: clamp(self.sums[UPLOAD_IDLE]),
             other_memories: clamp(self.sums[OTHER]),
         }
     }

@@ -4,9 +4,10 @@
 //! is there to undo, newest first:
 //!
 //! 1. A `Reserve` after the moment: its slice (found by allocation id) is taken out.
-//! 2. A `Free` after the moment: its slice is put back at the page and offset the event
-//!    names, with its requested bytes and label. Its padding is not recorded, so it is
-//!    drawn as 0.
+//! 2. A `Free` after the moment: its slice is put back where it was when it was freed,
+//!    with its requested bytes and label: the page and offset of the allocation's last
+//!    `Move` before the free, else those the event names. Its padding is not recorded, so
+//!    it is drawn as 0.
 //! 3. A `PageMade` after the moment: the page (and what is on it) is taken out.
 //! 4. A `PageReleased` after the moment: an empty page of that size is put back in the pool
 //!    the event names (a pool added at the end of its memory when the snapshot lacks it).
@@ -88,12 +89,18 @@ impl MemorySnapshot {
                 dropped: self.history_dropped,
             });
         }
+        let freed_at = followed_frees(&events);
         let mut at = self.clone();
         let mut touched: Vec<(String, u64)> = Vec::new();
-        for event in events.iter().rev().take_while(|e| e.time_us > time_us) {
+        for (index, event) in events
+            .iter()
+            .enumerate()
+            .rev()
+            .take_while(|(_, e)| e.time_us > time_us)
+        {
             if event.kind == EventKind::Move {
                 touched.extend(undo_move(&mut at, event));
-            } else if let Some(page) = undo(&mut at, event) {
+            } else if let Some(page) = undo(&mut at, event, freed_at[index]) {
                 touched.push(page);
             }
         }
@@ -158,10 +165,46 @@ fn undo_move(snapshot: &mut MemorySnapshot, event: &HistoryEvent) -> Vec<(String
     vec![(memory.clone(), to), (memory, from)]
 }
 
-/// Undoes one event on `snapshot`; returns the page whose slices changed, if any.
-fn undo(snapshot: &mut MemorySnapshot, event: &HistoryEvent) -> Option<(String, u64)> {
+/// For each event (in `events`' order), where a `Free` found its slice: the page and
+/// offset the allocation's last `Move` before the free put it in, else `None` (the free's
+/// own page and offset stand). A free recorded before the client followed moves names the
+/// page the slice was reserved in, which a compaction may since have emptied and given
+/// back; following the moves keeps such a slice on the page it really left.
+fn followed_frees(events: &[&HistoryEvent]) -> Vec<Option<(u64, u64)>> {
+    let mut moved_to: BTreeMap<(&str, u64), (u64, u64)> = BTreeMap::new();
+    let mut freed_at = vec![None; events.len()];
+    for (index, event) in events.iter().enumerate() {
+        let Some(id) = event.id else { continue };
+        let key = (memory_name(event), id);
+        match event.kind {
+            EventKind::Move => {
+                if let (Some(page), Some(offset)) = (event.page, event.offset) {
+                    moved_to.insert(key, (page, offset));
+                }
+            }
+            // A new reservation of the id starts it afresh where it was reserved.
+            EventKind::Reserve => {
+                moved_to.remove(&key);
+            }
+            EventKind::Free => freed_at[index] = moved_to.remove(&key),
+            _ => {}
+        }
+    }
+    freed_at
+}
+
+/// Undoes one event on `snapshot`; returns the page whose slices changed, if any. A free
+/// goes back at `freed_at` (page, offset) when given, else where the event names.
+fn undo(
+    snapshot: &mut MemorySnapshot,
+    event: &HistoryEvent,
+    freed_at: Option<(u64, u64)>,
+) -> Option<(String, u64)> {
     let memory = memory_name(event).to_string();
-    let id = event.page?;
+    let id = match (event.kind, freed_at) {
+        (EventKind::Free, Some((page, _))) => page,
+        _ => event.page?,
+    };
     match event.kind {
         EventKind::Reserve => {
             let page = page_mut(snapshot, &memory, id)?;
@@ -171,7 +214,10 @@ fn undo(snapshot: &mut MemorySnapshot, event: &HistoryEvent) -> Option<(String, 
             (page.slices.len() != before).then_some((memory, id))
         }
         EventKind::Free => {
-            let offset = event.offset?;
+            let offset = match freed_at {
+                Some((_, offset)) => offset,
+                None => event.offset?,
+            };
             let page = page_mut(snapshot, &memory, id)?;
             let mut slice = SliceSnapshot::live(offset, event.bytes, 0);
             slice.id = event.id;
@@ -250,4 +296,87 @@ fn relist_free_ranges(page: &mut PageSnapshot) {
             .map(|r| SliceSnapshot::free(r.start, r.end - r.start)),
     );
     page.slices.sort_by_key(|slice| (slice.offset, !slice.live));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory_management::MemoryReport;
+
+    fn main_event(time_us: u64, kind: EventKind, bytes: u64, page: u64) -> HistoryEvent {
+        HistoryEvent {
+            memory: Some(MAIN_MEMORY.to_string()),
+            pool: Some("sliced 1 KiB".to_string()),
+            page: Some(page),
+            ..HistoryEvent::new(time_us, kind, bytes)
+        }
+    }
+
+    fn live_ids(snapshot: &MemorySnapshot, page: u64) -> Vec<(u64, u64)> {
+        snapshot.memories[0]
+            .pools
+            .iter()
+            .flat_map(|pool| &pool.pages)
+            .filter(|p| p.id == page)
+            .flat_map(|p| &p.slices)
+            .filter(|s| s.live)
+            .map(|s| (s.id.unwrap_or(u64::MAX), s.offset))
+            .collect()
+    }
+
+    /// Allocation 9 is reserved in page 2, moved by a compaction into page 1's hole at
+    /// 512, page 2 is given back, then 9 is freed. The free names page 2, where 9 was
+    /// reserved (what the client recorded before it followed moves): the rewind still
+    /// puts 9 where it was when it was freed.
+    #[test]
+    fn a_slice_moved_then_freed_is_back_where_the_move_put_it() {
+        let mut reserve = main_event(1_000, EventKind::Reserve, 256, 2);
+        reserve.id = Some(9);
+        reserve.offset = Some(0);
+        let mut moved = main_event(2_000, EventKind::Move, 256, 1);
+        moved.id = Some(9);
+        moved.offset = Some(512);
+        moved.from_page = Some(2);
+        moved.from_offset = Some(0);
+        let released = main_event(2_500, EventKind::PageReleased, 1024, 2);
+        let mut free = main_event(3_000, EventKind::Free, 256, 2);
+        free.id = Some(9);
+        free.offset = Some(0);
+        let snapshot = MemorySnapshot {
+            taken_us: 4_000,
+            memories: vec![MemorySnapshotMemory {
+                name: MAIN_MEMORY.to_string(),
+                pools: vec![PoolSnapshot {
+                    pool: "sliced 1 KiB".to_string(),
+                    index: 0,
+                    pages: vec![PageSnapshot {
+                        id: 1,
+                        size: 1024,
+                        slices: vec![SliceSnapshot {
+                            id: Some(4),
+                            ..SliceSnapshot::live(0, 512, 0)
+                        }],
+                    }],
+                }],
+            }],
+            history: vec![reserve, moved, released, free],
+            history_dropped: 0,
+            started_unix_us: None,
+            report: MemoryReport { streams: vec![] },
+        };
+
+        // After the page went, before the free: 9 lies in page 1 at 512, page 2 is empty.
+        let before_free = snapshot.at(2_700).unwrap();
+        assert_eq!(live_ids(&before_free, 1), vec![(4, 0), (9, 512)]);
+        assert_eq!(live_ids(&before_free, 2), vec![]);
+        before_free.check().unwrap();
+        // Between the move and the release: the same.
+        let before_release = snapshot.at(2_200).unwrap();
+        assert_eq!(live_ids(&before_release, 1), vec![(4, 0), (9, 512)]);
+        assert_eq!(live_ids(&before_release, 2), vec![]);
+        // Before the move: 9 is back in page 2 at 0.
+        let before_move = snapshot.at(1_500).unwrap();
+        assert_eq!(live_ids(&before_move, 1), vec![(4, 0)]);
+        assert_eq!(live_ids(&before_move, 2), vec![(9, 0)]);
+    }
 }

@@ -9,7 +9,7 @@
 //!                                                     pages: [ { id, size,
 //!                                                                slices: [ { offset, size, padding,
 //!                                                                            live, id, label, age_us } ] } ] } ] } ],
-//!                  history: [HistoryEvent], history_dropped, report: MemoryReport }
+//!                  history: [HistoryEvent], history_dropped, started_unix_us, report: MemoryReport }
 //! ```
 //!
 //! Sizes and offsets are bytes (`u64`); times are µs since the client started. A slice's
@@ -51,6 +51,11 @@ pub struct MemorySnapshot {
     /// How many older events the ring had dropped when the snapshot was taken.
     #[serde(default)]
     pub history_dropped: u64,
+    /// When the client was made, in µs since 1970-01-01 UTC (Unix time): the moment
+    /// every other time of the snapshot counts from. `None` where unknown (a snapshot
+    /// written before this field existed); the PyTorch export then keeps times relative.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix_us: Option<u64>,
     /// The memory report taken with the snapshot.
     pub report: MemoryReport,
 }
@@ -334,21 +339,27 @@ impl MemorySnapshot {
 
     /// The report's usage for the memory named `name`, summed over streams.
     fn report_usage(&self, name: &str) -> MemoryUsage {
-        self.report
-            .streams
-            .iter()
-            .fold(MemoryUsage::default(), |usage, stream| {
-                if name == MAIN_MEMORY {
-                    usage.combine(stream.pools.usage())
-                } else {
-                    stream
-                        .auxiliary
-                        .iter()
-                        .filter(|aux| aux.name == name)
-                        .fold(usage, |usage, aux| usage.combine(aux.pools.usage()))
-                }
-            })
+        memory_usage(&self.report, name)
     }
+}
+
+/// `report`'s usage for the memory named `name` ([`MAIN_MEMORY`]: the report's pools;
+/// any other name: the auxiliary memory of that name), summed over streams.
+pub(crate) fn memory_usage(report: &MemoryReport, name: &str) -> MemoryUsage {
+    report
+        .streams
+        .iter()
+        .fold(MemoryUsage::default(), |usage, stream| {
+            if name == MAIN_MEMORY {
+                usage.combine(stream.pools.usage())
+            } else {
+                stream
+                    .auxiliary
+                    .iter()
+                    .filter(|aux| aux.name == name)
+                    .fold(usage, |usage, aux| usage.combine(aux.pools.usage()))
+            }
+        })
 }
 
 fn check_page(memory: &str, pool: &str, page: &PageSnapshot) -> Result<(), SnapshotCheckError> {

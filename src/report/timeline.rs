@@ -20,6 +20,7 @@ use super::levels::{clamp, deltas, initial_levels, ordered};
 use super::peak::peak_holders;
 use super::reserved_bands::{PageLevels, ReservedBands};
 use super::snapshot::MemorySnapshot;
+use super::time_axis::TimeAxis;
 use super::top_labels::TopLabels;
 use std::collections::BTreeMap;
 
@@ -35,6 +36,8 @@ pub struct TimelineSample {
     pub reserved: u64,
     /// `reserved` split by what holds it, at `time_us`.
     pub bands: ReservedBands,
+    /// The bands after the column's last event (what holds until the next sample).
+    pub bands_end: ReservedBands,
     /// The least bytes reserved within this sample's column (the level carried into it
     /// included), so that a dip between two samples is not lost.
     pub reserved_min: u64,
@@ -42,6 +45,9 @@ pub struct TimelineSample {
     pub reserved_max: u64,
     /// Bytes reserved after the column's last event: where the line leaves the column.
     pub reserved_end: u64,
+    /// Bytes in use per series after the column's last event: what holds until the next
+    /// sample (`in_use` is the column's highest moment).
+    pub in_use_end: Vec<u64>,
 }
 
 impl TimelineSample {
@@ -88,6 +94,9 @@ pub struct Timeline {
     pub end_us: u64,
     /// The number of columns the samples were reduced to (at least 1).
     pub columns: usize,
+    /// How times spread over the columns: to scale, with quiet stretches drawn short (see
+    /// [`TimeAxis`]). Columns are equal slices of its positions.
+    pub axis: TimeAxis,
     /// The highest total bytes in use at any event (not only at the samples kept).
     pub peak_in_use: u64,
     /// When bytes in use first reached `peak_in_use`, in µs.
@@ -127,8 +136,10 @@ impl Walk<'_> {
         let reserved = bands.total();
         TimelineSample {
             time_us,
+            in_use_end: in_use.clone(),
             in_use,
             reserved,
+            bands_end: bands,
             bands,
             reserved_min: range.0.min(reserved),
             reserved_max: range.1.max(reserved),
@@ -145,12 +156,13 @@ impl Walk<'_> {
     }
 }
 
-/// The column (of `columns`) a time falls in, between `start_us` and `end_us`.
-fn column_of(time: u64, start_us: u64, end_us: u64, columns: usize) -> usize {
-    let span = u128::from(end_us - start_us) + 1;
-    let offset = u128::from(time.saturating_sub(start_us)).min(span - 1);
-    // offset < span, so this is < columns.
-    usize::try_from(offset * columns as u128 / span).unwrap_or(columns - 1)
+/// The column (of `columns`) a time falls in along `axis`.
+fn column_of(time: u64, axis: &TimeAxis, columns: usize) -> usize {
+    // The drawn µs, one more than the axis's length, split in `columns`: so the end falls
+    // in the last column.
+    let drawn = axis.drawn_us() as f64;
+    let column = (axis.position(time) * drawn * columns as f64 / (drawn + 1.0)).floor();
+    (column as usize).min(columns - 1)
 }
 
 impl Timeline {
@@ -179,6 +191,8 @@ impl Timeline {
             .min(u64::MAX - 1);
         let last_us = events.last().map_or(0, |e| e.time_us);
         let end_us = snapshot.taken_us.max(last_us).max(start_us + 1);
+        let times: Vec<u64> = events.iter().map(|e| e.time_us).collect();
+        let axis = TimeAxis::compressing(&times, start_us, end_us);
 
         let first = walk.reserved();
         let mut samples = vec![walk.sample(start_us, (first, first))];
@@ -196,7 +210,7 @@ impl Timeline {
         let mut index = 0;
         while index < events.len() {
             let time_us = events[index].time_us;
-            let column = column_of(time_us, start_us, end_us, columns);
+            let column = column_of(time_us, &axis, columns);
             if column_best.as_ref().is_some_and(|(c, _)| *c != column) {
                 let carried = walk.reserved();
                 range = (carried, carried);
@@ -229,6 +243,7 @@ impl Timeline {
                 index += 1;
             }
             let now = walk.sample(time_us, range);
+            let (end_levels, end_bands) = (now.in_use.clone(), now.bands);
             let total = now.total_in_use();
             if total > peak_in_use {
                 peak_in_use = total;
@@ -243,6 +258,8 @@ impl Timeline {
                     best.reserved_min = range.0;
                     best.reserved_max = range.1;
                     best.reserved_end = walk.reserved();
+                    best.in_use_end = end_levels;
+                    best.bands_end = end_bands;
                 }
                 _ => {
                     if let Some((_, best)) = column_best.take() {
@@ -271,6 +288,7 @@ impl Timeline {
             start_us,
             end_us,
             columns,
+            axis,
             peak_in_use,
             peak_in_use_us,
             peak_holders: peak_holders(snapshot, peak_in_use_us),
@@ -289,7 +307,7 @@ impl Timeline {
 
     /// The column a time falls in (`0 .. columns`), as the samples were reduced.
     pub fn column_of(&self, time_us: u64) -> usize {
-        column_of(time_us, self.start_us, self.end_us, self.columns)
+        column_of(time_us, &self.axis, self.columns)
     }
 }
 
@@ -333,6 +351,7 @@ mod tests {
             }],
             history,
             history_dropped: 0,
+            started_unix_us: None,
             report: MemoryReport { streams: vec![] },
         }
     }
@@ -394,6 +413,25 @@ mod tests {
         assert_eq!(timeline.peak_in_use, 300);
     }
 
+    /// A column keeps its highest moment and what holds after it: a reservation freed in
+    /// the same column is not drawn as held until the next sample (which, before an idle
+    /// tail, is the snapshot).
+    #[test]
+    fn a_column_keeps_what_holds_after_its_last_event() {
+        let history = vec![
+            event(0, EventKind::Reserve, 100, "x"),
+            event(1, EventKind::Free, 100, "x"),
+        ];
+        let snap = snapshot(history, vec![]);
+        let labels = TopLabels::from_snapshot(&snap, 8, None);
+        let timeline = Timeline::from_snapshot(&snap, &labels, 4);
+        let x = labels.series(Some("x"));
+        let column = &timeline.samples[1];
+        assert_eq!((column.in_use[x], column.in_use_end[x]), (100, 0));
+        assert_eq!(column.bands.main_in_use, 100);
+        assert_eq!(column.bands_end.main_in_use, 0);
+    }
+
     #[test]
     fn one_sample_per_column_keeps_the_peak() {
         let mut history = Vec::new();
@@ -422,7 +460,9 @@ mod tests {
             .collect();
         let snap = snapshot(history, vec![]);
         let labels = TopLabels::from_snapshot(&snap, 8, None);
-        let timeline = Timeline::from_snapshot(&snap, &labels, 4);
+        // One column: the quiet stretches after the burst are drawn short, so on more
+        // columns the burst would spread over them.
+        let timeline = Timeline::from_snapshot(&snap, &labels, 1);
         let made: Vec<&TimelineMarker> = timeline
             .markers
             .iter()

@@ -11,7 +11,7 @@ use crate::memory_management::{MemoryEvent, MemoryManagement};
 use crate::report::{EventKind, HistoryEvent, HistoryRing, LabelStack, MAIN_MEMORY};
 use crate::storage::WgpuStorage;
 use parking_lot::Mutex;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// How many freed allocations keep their label for snapshots (see
 /// `History::label_of`).
@@ -24,6 +24,8 @@ use std::time::Instant;
 pub(crate) struct History {
     ring: HistoryRing,
     started: Instant,
+    /// `started` as Unix time, in µs since 1970 (0 if the system clock is before 1970).
+    started_unix_us: u64,
     /// The label scopes open now.
     pub(crate) labels: LabelStack,
     /// Live allocations reserved while history was on: id → (label, reserved at µs).
@@ -35,6 +37,15 @@ pub(crate) struct History {
     recently_freed: HashMap<u64, (Option<String>, u64)>,
     /// The order `recently_freed` was filled in, oldest first.
     freed_order: VecDeque<u64>,
+    /// Where a compaction last moved each live allocation reserved while history was on:
+    /// id → placement. Its free names this place, not the one it was reserved in (the
+    /// handle's [`FreeRecord`] only knows that one). Bounded by `live`: an entry is made
+    /// only for an id in `live` and goes with its free.
+    moved: HashMap<u64, Placement>,
+    /// Whether each staging page (memory, page id) held a slice when history last looked:
+    /// a change is a `StagingInUse` / `StagingIdle` event. Bounded by the staging pages
+    /// held: a page's entry goes when the page does.
+    staging: BTreeMap<(&'static str, u64), bool>,
     /// Whether each reservation records the caller's backtrace.
     pub(crate) backtraces: bool,
 }
@@ -44,10 +55,17 @@ impl History {
         History {
             ring: HistoryRing::new(capacity),
             started: Instant::now(),
+            started_unix_us: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| {
+                    u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+                }),
             labels: LabelStack::default(),
             live: HashMap::new(),
             recently_freed: HashMap::new(),
             freed_order: VecDeque::new(),
+            moved: HashMap::new(),
+            staging: BTreeMap::new(),
             backtraces: false,
         }
     }
@@ -55,6 +73,12 @@ impl History {
     /// µs since the client was made (saturating).
     pub(crate) fn now_us(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// When the client was made, in µs since 1970 (Unix time): what
+    /// [`now_us`](Self::now_us) counts from.
+    pub(crate) fn started_unix_us(&self) -> u64 {
+        self.started_unix_us
     }
 
     /// Whether events are recorded (a capacity above 0).
@@ -91,6 +115,7 @@ impl History {
     /// Moves allocation `id` from the live ones to the recently freed ones (the oldest of
     /// those is forgotten past [`RECENTLY_FREED`]).
     fn freed(&mut self, id: u64) {
+        self.moved.remove(&id);
         let Some(entry) = self.live.remove(&id) else {
             return;
         };
@@ -107,6 +132,8 @@ impl History {
     pub(crate) fn forget_labels(&mut self) {
         self.freed_order.clear();
         self.live.clear();
+        self.moved.clear();
+        self.staging.clear();
         self.recently_freed.clear();
     }
 
@@ -124,7 +151,8 @@ pub(crate) struct FreeRecord {
     pub(crate) bytes: u64,
     pub(crate) id: u64,
     pub(crate) label: Option<String>,
-    /// Where the slice was reserved.
+    /// Where the slice was reserved; a compaction's move since then overrides it (see
+    /// `History::moved`).
     pub(crate) placement: Option<Placement>,
 }
 
@@ -133,9 +161,9 @@ impl Drop for FreeRecord {
         // The client may be gone already: then there is no ring to record into.
         if let Some(history) = self.history.upgrade() {
             let label = self.label.take();
-            let placement = self.placement.take();
             let id = self.id;
             let mut history = history.lock();
+            let placement = history.moved.get(&id).cloned().or(self.placement.take());
             history.freed(id);
             history.push(EventKind::Free, self.bytes, |event| {
                 event.id = Some(id);
@@ -180,6 +208,7 @@ impl Server {
             ("staging", &mut self.staging),
             ("upload", &mut self.uploads.memory),
         ];
+        let mut made: BTreeSet<(&'static str, u64)> = BTreeSet::new();
         for (name, memory) in memories {
             let (events, dropped) = memory.take_events();
             if dropped > 0 {
@@ -190,9 +219,57 @@ impl Server {
                 );
             }
             for event in events {
+                if let MemoryEvent::PageMade { page, .. } = event {
+                    made.insert((name, page));
+                }
                 push_page_event(history, name, memory, event, reservation);
             }
         }
+        if history.on() {
+            self.record_staging_states(history, &made);
+        }
+    }
+
+    /// Records each staging page that took its first slice since it was idle
+    /// ([`EventKind::StagingInUse`]) or held its last one ([`EventKind::StagingIdle`])
+    /// since history last looked; `made` lists the pages made since then, which start in
+    /// use (a staging page is only made to serve a reservation). A page history has not
+    /// seen before and did not see made (it existed when history was turned on) records
+    /// nothing: a snapshot states it.
+    ///
+    /// # Complexity
+    /// O(pages + slots) of the two staging memories.
+    fn record_staging_states(&self, history: &mut History, made: &BTreeSet<(&'static str, u64)>) {
+        let memories = [("staging", &self.staging), ("upload", &self.uploads.memory)];
+        let mut seen: BTreeSet<(&'static str, u64)> = BTreeSet::new();
+        for (name, memory) in memories {
+            for pool in memory.page_map() {
+                for page in &pool.pages {
+                    let key = (name, page.id);
+                    seen.insert(key);
+                    let in_use = !page.slices.is_empty();
+                    let was = match history.staging.insert(key, in_use) {
+                        Some(was) => was,
+                        None if made.contains(&key) => true,
+                        None => continue,
+                    };
+                    if was == in_use {
+                        continue;
+                    }
+                    let kind = if in_use {
+                        EventKind::StagingInUse
+                    } else {
+                        EventKind::StagingIdle
+                    };
+                    history.push(kind, page.size, |record| {
+                        record.memory = Some(name.to_string());
+                        record.pool = Some(pool_at(memory, pool.index));
+                        record.page = Some(page.id);
+                    });
+                }
+            }
+        }
+        history.staging.retain(|key, _| seen.contains(key));
     }
 
     /// The name of the main memory's pool at layout position `position` (as a
@@ -274,9 +351,18 @@ fn push_move(
         return;
     };
     let label = history.label_of(id).and_then(|(label, _)| label.clone());
+    let pool = pool_at(memory, pool);
+    if name == MAIN_MEMORY && history.live.contains_key(&id) {
+        let placement = Placement {
+            pool: pool.clone(),
+            page: to_page,
+            offset: to_offset,
+        };
+        history.moved.insert(id, placement);
+    }
     history.push(EventKind::Move, bytes, |record| {
         record.memory = Some(name.to_string());
-        record.pool = Some(pool_at(memory, pool));
+        record.pool = Some(pool);
         record.page = Some(to_page);
         record.offset = Some(to_offset);
         record.from_page = Some(from_page);

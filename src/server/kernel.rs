@@ -9,7 +9,12 @@ use std::sync::{Arc, OnceLock};
 /// [`MAX_PIPELINES`](crate::client::MAX_PIPELINES) of them.
 ///
 /// The kernel's storage buffers are `@group(0) @binding(i)` for the i-th handle of a
-/// launch. What the kernel writes comes from its source: the bindings its entry point
+/// launch. Only storage bindings are supported: the client's pages have no `UNIFORM`
+/// usage, so a `var<uniform>` binding is refused by wgpu (the launch returns
+/// [`ClientError::Wgpu`](crate::ClientError::Wgpu)); put small parameters in a small
+/// handle bound `var<storage, read_write>` (the README, "Small parameters").
+///
+/// What the kernel writes comes from its source: the bindings its entry point
 /// (or a function it calls) stores to, atomics included, read with naga at the first
 /// launch; only those are outputs, which a refused batch or a skipped launch claims (a
 /// binding declared `read_write` but only read is never claimed). Every handle counts

@@ -326,14 +326,6 @@ impl Server {
         self.forget_given_back_pages();
     }
 
-    /// Pages the main memory holds.
-    pub(crate) fn main_pages(&self) -> u64 {
-        let report = self.main.memory_report();
-        report.dynamic.iter().map(|pool| pool.pages).sum::<u64>()
-            + report.persistent.pages
-            + report.dedicated.pages
-    }
-
     /// Bytes of every page held, in all three memories.
     fn reserved_bytes(&self) -> u64 {
         self.main.bytes_allocated()

@@ -20,6 +20,11 @@
 //!    false, every parked reader is woken, and readers poll for themselves.
 //! 6. A change (a new map expected, a job, a stop) made while the thread polls is seen
 //!    when the poll returns: the thread then goes round again without pausing.
+//! 7. A reader whose read failed while the thread polls may wait for that poll to
+//!    return ([`Poller::wake_after_poll`]): the poll whose maintenance finds a destroyed
+//!    device's queue empty destroys the device's buffers, staging pages already mapped
+//!    included, and only after it runs the map callbacks does wgpu run the device-lost
+//!    callback, so the loss is recorded once that poll returned.
 //!
 //! The thread takes none of the client's locks, so polling never blocks threads that
 //! submit. wgpu runs application callbacks on this thread too (inside its poll); one that
@@ -134,6 +139,11 @@ struct State {
     /// Bumped by every change the thread must see (expectation, job, stop); compared
     /// across a poll, so a notify sent while the thread polled is not lost.
     changes: u64,
+    /// Whether the thread is inside `device.poll`.
+    polling: bool,
+    /// Readers to wake when the poll in progress returns, by their map's ticket: at most
+    /// one per read in flight ([`Poller::wake_after_poll`]).
+    after_poll: BTreeMap<u64, Waker>,
 }
 
 struct Shared {
@@ -228,6 +238,42 @@ impl Poller {
             .count()
     }
 
+    /// Wakes `waker` once the poll the thread is in now returned (with the callbacks
+    /// that poll ran, the device-lost callback included), for the read of map `ticket`
+    /// (a later call for the same ticket replaces the waker). Returns false when the
+    /// thread is not polling or is gone: nothing is then parked.
+    pub(crate) fn wake_after_poll(&self, ticket: u64, waker: &Waker) -> bool {
+        let mut state = self.shared.state.lock();
+        if !state.polling || !self.alive() {
+            return false;
+        }
+        state.after_poll.insert(ticket, waker.clone());
+        true
+    }
+
+    /// Whether the reader of map `ticket` still waits for the poll it waited for (see
+    /// [`wake_after_poll`](Self::wake_after_poll)); if so `waker` replaces its waker.
+    pub(crate) fn still_after_poll(&self, ticket: u64, waker: &Waker) -> bool {
+        match self.shared.state.lock().after_poll.get_mut(&ticket) {
+            Some(parked) => {
+                parked.clone_from(waker);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Runs `work` as if the thread were inside a poll (see
+    /// [`wake_after_poll`](Self::wake_after_poll)), for tests that complete a map or
+    /// record a loss there; the readers parked meanwhile are woken afterwards.
+    #[cfg(test)]
+    pub(crate) fn as_if_polling<R>(&self, work: impl FnOnce() -> R) -> R {
+        self.shared.state.lock().polling = true;
+        let result = work();
+        poll_returned(&self.shared);
+        result
+    }
+
     /// Wakes every parked reader (the device was lost: they look at the loss).
     pub(crate) fn wake_all(&self) {
         wake_parked(&self.shared);
@@ -270,16 +316,31 @@ fn defer_on(shared: &Shared, job: Deferred) {
     shared.wake.notify_one();
 }
 
-/// Wakes every parked reader, outside the state's lock and any panic of theirs caught.
+/// Wakes every parked reader, those waiting for the poll to return included, outside
+/// the state's lock and any panic of theirs caught.
 fn wake_parked(shared: &Shared) {
-    let wakers: Vec<Waker> = shared
-        .state
-        .lock()
-        .expected
-        .values_mut()
-        .filter_map(|(_, waker)| waker.take())
-        .collect();
+    let wakers: Vec<Waker> = {
+        let mut state = shared.state.lock();
+        let after_poll = std::mem::take(&mut state.after_poll);
+        let parked: Vec<Waker> = state
+            .expected
+            .values_mut()
+            .filter_map(|(_, waker)| waker.take())
+            .collect();
+        parked.into_iter().chain(after_poll.into_values()).collect()
+    };
     wake_caught(wakers);
+}
+
+/// The thread's poll returned: wakes the readers waiting for it
+/// ([`Poller::wake_after_poll`]).
+fn poll_returned(shared: &Shared) {
+    let waiting = {
+        let mut state = shared.state.lock();
+        state.polling = false;
+        std::mem::take(&mut state.after_poll)
+    };
+    wake_caught(waiting.into_values());
 }
 
 /// Wakes `wakers`, each panic caught and logged (a waker is the application's code).
@@ -340,6 +401,7 @@ struct AliveFlag<'a>(&'a Shared);
 impl Drop for AliveFlag<'_> {
     fn drop(&mut self) {
         self.0.alive.store(false, Ordering::SeqCst);
+        self.0.state.lock().polling = false;
         if std::thread::panicking() {
             tracing::error!("the poller thread panicked: reads now poll for themselves");
         }
@@ -380,7 +442,11 @@ fn run(shared: &Shared) {
             backoff = Duration::ZERO;
             continue;
         };
-        let before = shared.state.lock().expected.len();
+        let before = {
+            let mut state = shared.state.lock();
+            state.polling = true;
+            state.expected.len()
+        };
         WAKE_AFTER_POLL.with(|later| *later.borrow_mut() = Some(Vec::new()));
         let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
             shared.device.poll(wgpu::PollType::Wait {
@@ -390,6 +456,7 @@ fn run(shared: &Shared) {
         }));
         let wakers = WAKE_AFTER_POLL.with(|later| later.borrow_mut().take());
         wake_caught(wakers.into_iter().flatten());
+        poll_returned(shared);
         let progressed = shared.state.lock().expected.len() < before;
         backoff = match polled {
             Ok(Ok(_)) if progressed => Duration::ZERO,

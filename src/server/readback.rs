@@ -322,6 +322,10 @@ pub(crate) struct ReadFuture {
     poller: Arc<Poller>,
     device: wgpu::Device,
     lost: super::lost::DeviceLoss,
+    /// A read that failed while the poller's poll ran, with its map's ticket: it ends
+    /// once that poll returned, as lost if the poll found the loss (see
+    /// [`end_failed`](Self::end_failed)).
+    unconfirmed: Option<(u64, ClientError)>,
 }
 
 impl ReadFuture {
@@ -338,6 +342,7 @@ impl ReadFuture {
             poller,
             device,
             lost,
+            unconfirmed: None,
         }
     }
 
@@ -367,6 +372,16 @@ impl Future for ReadFuture {
     type Output = Result<Vec<ReadBytes>, ClientError>;
 
     fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some((ticket, error)) = self.unconfirmed.take() {
+            if self.poller.still_after_poll(ticket, context.waker()) {
+                self.unconfirmed = Some((ticket, error));
+                return Poll::Pending;
+            }
+            return Poll::Ready(Err(match self.lost.message() {
+                Some(message) => lost_error("read", message),
+                None => error,
+            }));
+        }
         let map = match &mut self.started {
             Err(error) => {
                 let error = error.take().unwrap_or_else(|| ClientError::Map {
@@ -429,15 +444,40 @@ impl Future for ReadFuture {
                 // thread: a poll here lets it run before the error is named.
                 self.poll_device(wgpu::PollType::Poll);
             }
-            return Poll::Ready(match self.lost.message() {
-                Some(message) => Err(lost_error("read", message)),
-                None => outcome,
-            });
+            return match (outcome, self.lost.message()) {
+                (_, Some(message)) => Poll::Ready(Err(lost_error("read", message))),
+                (Err(error), None) => self.end_failed(ticket, error, context.waker()),
+                (outcome, None) => Poll::Ready(outcome),
+            };
         }
     }
 }
 
 impl ReadFuture {
+    /// Ends a read that failed with the device not known to be lost. While the poller
+    /// thread polls, that poll may be the one that found the device destroyed: wgpu's
+    /// maintenance then destroys every buffer of the device (this read's mapped staging
+    /// page included, so its view fails) before it runs the device-lost callback, after
+    /// the map callbacks. The read then waits for that poll to return and ends as lost
+    /// if the loss was recorded. A reader that polls inline (see
+    /// `poller::reads_poll_inline`) cannot wait for the poller and ends with `error`.
+    fn end_failed(
+        &mut self,
+        ticket: u64,
+        error: ClientError,
+        waker: &Waker,
+    ) -> Poll<Result<Vec<ReadBytes>, ClientError>> {
+        if !super::poller::reads_poll_inline() && self.poller.wake_after_poll(ticket, waker) {
+            self.unconfirmed = Some((ticket, error));
+            return Poll::Pending;
+        }
+        // Looked at again: a poll that returned meanwhile recorded its loss first.
+        Poll::Ready(Err(match self.lost.message() {
+            Some(message) => lost_error("read", message),
+            None => error,
+        }))
+    }
+
     /// Ends a read whose map has not completed on a lost device: the map is left to its
     /// callback (which gives the staging slice back if wgpu ever runs it).
     fn end_lost(&mut self, message: String) -> ClientError {

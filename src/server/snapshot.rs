@@ -46,6 +46,7 @@ impl Server {
                 .collect(),
             history: Vec::new(),
             history_dropped: 0,
+            started_unix_us: None,
             report,
         }
     }

@@ -40,7 +40,9 @@ impl Trigger {
                 )
                 .unwrap(),
             Trigger::Flush => client.flush().unwrap(),
-            Trigger::Cleanup => client.cleanup(),
+            Trigger::Cleanup => {
+                client.cleanup();
+            }
         }
     }
 }

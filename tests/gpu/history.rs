@@ -336,3 +336,110 @@ fn launches_cleanups_and_installs_are_recorded() {
         install[0].bytes
     );
 }
+
+/// A slice a compaction moved is freed where it lies then: the free names the page and
+/// offset of its move, not those of its reservation, so a snapshot taken back to a
+/// moment between the move and the free shows it there.
+#[test]
+fn a_free_after_a_compaction_names_the_page_the_slice_was_moved_to() {
+    let Some(client) = fresh() else { return };
+    let layout = "[memory]\npools = [ { type = \"sliced\", page_size = \"1 MiB\", max_slice_size = \"1 MiB\" } ]\n";
+    let pools = wgpu_memory::memory_management::parse_memory_config(layout)
+        .unwrap()
+        .pools
+        .unwrap();
+    client.install_memory_pools(&pools).unwrap();
+    client.record_history(10_000);
+    // Two pages of four 256 KiB slices; every other one dropped leaves both half full,
+    // and the cleanup moves one page's slices into the other's holes.
+    let handles: Vec<_> = (0..8).map(|_| client.empty(256 << 10).unwrap()).collect();
+    let kept: Vec<_> = handles.into_iter().step_by(2).collect();
+    client.cleanup();
+    let events = client.history();
+    let moved = of_kind(&events, EventKind::Move)
+        .first()
+        .map(|event| (*event).clone())
+        .expect("the cleanup moved a slice");
+    assert_ne!(moved.from_page, moved.page);
+    let id = moved.id.unwrap();
+    let mut kept = kept;
+    let index = kept
+        .iter()
+        .position(|h| h.memory().descriptor().id.value as u64 == id)
+        .expect("the moved slice is a kept handle's");
+    drop(kept.remove(index));
+    let snapshot = client.memory_snapshot();
+    let free = snapshot
+        .history
+        .iter()
+        .find(|e| e.kind == EventKind::Free && e.id == Some(id))
+        .expect("a free event");
+    assert_eq!(
+        (free.page, free.offset),
+        (moved.page, moved.offset),
+        "the free names where the move put the slice"
+    );
+    let before_free = snapshot.at(free.time_us - 1).unwrap();
+    before_free.check().unwrap();
+    let page = before_free
+        .memory(MAIN_MEMORY)
+        .unwrap()
+        .pools
+        .iter()
+        .flat_map(|pool| &pool.pages)
+        .find(|page| page.slices.iter().any(|s| s.live && s.id == Some(id)))
+        .expect("before its free the slice is live");
+    assert_eq!(Some(page.id), moved.page);
+}
+
+/// A staging page's slices are the library's own and have no events of their own: when
+/// one holds its last slice (the upload's submission is done) history records it idle,
+/// and in use again when a later upload takes it, so the timeline can mark idle staging.
+#[test]
+fn upload_staging_pages_record_when_they_go_idle_and_are_used_again() {
+    let Some(client) = fresh() else { return };
+    client.record_history(10_000);
+    let first = client.create(&[7u8; 4096]).unwrap();
+    client.sync().unwrap();
+    let events = client.history();
+    let made: Vec<u64> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::PageMade && e.memory.as_deref() == Some("upload"))
+        .filter_map(|e| e.page)
+        .collect();
+    assert_eq!(made.len(), 1, "one upload page: {events:#?}");
+    let page = made[0];
+    let upload_events = |events: &[HistoryEvent]| -> Vec<EventKind> {
+        events
+            .iter()
+            .filter(|e| e.memory.as_deref() == Some("upload") && e.page == Some(page))
+            .map(|e| e.kind)
+            .collect()
+    };
+    assert_eq!(
+        upload_events(&events),
+        [EventKind::PageMade, EventKind::StagingIdle],
+        "{events:#?}"
+    );
+    let second = client.create(&[9u8; 4096]).unwrap();
+    let events = client.history();
+    let kinds = upload_events(&events);
+    if kinds.contains(&EventKind::PageReleased) {
+        return; // the idle page went back before the second upload: nothing to reuse.
+    }
+    assert_eq!(
+        kinds,
+        [
+            EventKind::PageMade,
+            EventKind::StagingIdle,
+            EventKind::StagingInUse
+        ],
+        "{events:#?}"
+    );
+    let idle = events
+        .iter()
+        .find(|e| e.kind == EventKind::StagingIdle)
+        .unwrap();
+    assert_eq!(idle.pool.as_deref().map(|p| !p.is_empty()), Some(true));
+    drop((first, second));
+}

@@ -11,6 +11,8 @@ mod cases;
 #[path = "../../examples/matmul/chain.rs"]
 #[allow(dead_code)]
 mod chain;
+mod child;
+mod cleanup_report;
 mod compaction;
 mod compaction_model;
 mod device;
@@ -28,9 +30,16 @@ mod matmul;
 mod messages;
 mod misuse;
 mod ordering_model;
+mod own_config;
+mod own_device;
+#[path = "../../examples/own_device.rs"]
+#[allow(dead_code)]
+mod own_device_example;
 mod panicking_callback;
+mod parameters;
 mod pipelines;
 mod poller;
+mod quiet;
 mod release;
 mod reports;
 mod roundtrip;

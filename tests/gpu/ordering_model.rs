@@ -305,7 +305,9 @@ fn run_program(
                     live.swap_remove(index);
                 }
             }
-            Op::Cleanup => client.cleanup(),
+            Op::Cleanup => {
+                client.cleanup();
+            }
             Op::Flush => client
                 .flush()
                 .map_err(|e| failed(format_args!("step {step}: flush"), e))?,

@@ -146,9 +146,12 @@ fn a_free_is_recorded_when_the_last_clone_drops() {
     assert_eq!(freed[0].id, Some(id));
     assert_eq!(freed[0].bytes, 40);
     assert_eq!(freed[0].label.as_deref(), Some("weights"));
+    // Staging pages going idle are recorded when history next looks (their timing is the
+    // fences'): left out here.
     let kinds: Vec<(EventKind, Option<String>)> = client
         .history()
         .into_iter()
+        .filter(|event| !matches!(event.kind, EventKind::StagingIdle | EventKind::StagingInUse))
         .map(|event| (event.kind, event.memory))
         .collect();
     let memory = |name: &str| Some(name.to_string());
@@ -318,4 +321,80 @@ pools = [{ type = "sliced", page_size = "64 KiB", max_slice_size = "64 KiB", max
     assert_eq!(main.totals().bytes_in_use, 110_000);
     assert_eq!(main.pools[0].pages.len(), 2);
     drop(full);
+}
+
+/// Every out-of-memory snapshot carries its out-of-memory event, whichever memory was
+/// refused: here the budget refuses the upload staging page of a `create` whose main
+/// slice fits, then the main page of an `empty`. Each failure records exactly one event,
+/// naming the memory refused and the bytes asked.
+#[test]
+fn every_out_of_memory_snapshot_carries_its_out_of_memory_event() {
+    let Some(client) = fresh() else { return };
+    let layout = "[memory]\npools = [{ type = \"sliced\", page_size = \"2 MiB\", max_slice_size = \"2 MiB\" }]\n";
+    let pools = wgpu_memory::memory_management::parse_memory_config(layout)
+        .unwrap()
+        .pools
+        .unwrap();
+    client.install_memory_pools(&pools).unwrap();
+    client.record_history(1000);
+    let kept = client.empty(1 << 20).unwrap();
+    let held = client.budget().held;
+    assert_eq!(held, 2 << 20, "one main page");
+    client.set_budget(Some(held + (128 << 10))).unwrap();
+    let path = std::env::temp_dir().join(format!("oom-upload-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    client.set_oom_snapshot(Some(path.clone()));
+
+    // 300 KiB fit in the main page; their upload staging page does not fit the budget.
+    let error = client
+        .create(&pattern(300 << 10, 3))
+        .expect_err("no budget left for the staging");
+    let wgpu_memory::ClientError::OutOfMemory {
+        detail, snapshot, ..
+    } = &error
+    else {
+        panic!("expected OutOfMemory, got {error:?}");
+    };
+    assert_eq!(
+        detail.budget.as_ref().map(|b| b.memory.as_str()),
+        Some("upload")
+    );
+    assert_eq!(snapshot.as_ref(), Some(&path));
+    let written = MemorySnapshot::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let ooms: Vec<_> = written
+        .history
+        .iter()
+        .filter(|e| e.kind == EventKind::OutOfMemory)
+        .collect();
+    assert_eq!(
+        ooms.len(),
+        1,
+        "the snapshot carries its out-of-memory event"
+    );
+    assert_eq!(ooms[0].memory.as_deref(), Some("upload"));
+    assert!(ooms[0].bytes >= 300 << 10, "{} bytes asked", ooms[0].bytes);
+    assert_eq!(
+        ooms[0].free_bytes,
+        Some(128 << 10),
+        "what the budget had left"
+    );
+
+    // A main refusal: one more event, naming the main memory.
+    let error = client
+        .empty(2 << 20)
+        .expect_err("a second page crosses the budget");
+    assert!(
+        matches!(error, wgpu_memory::ClientError::OutOfMemory { .. }),
+        "{error}"
+    );
+    let written = MemorySnapshot::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let memories: Vec<Option<&str>> = written
+        .history
+        .iter()
+        .filter(|e| e.kind == EventKind::OutOfMemory)
+        .map(|e| e.memory.as_deref())
+        .collect();
+    assert_eq!(memories, [Some("upload"), Some(MAIN_MEMORY)]);
+    drop(kept);
 }

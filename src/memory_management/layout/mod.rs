@@ -43,9 +43,12 @@ pub(crate) fn scaled_period(bytes: u64) -> u64 {
 
 /// The pools of a preset configuration.
 ///
-/// `Adaptive`: small reservations (up to 64 KiB) in a sliced pool of their own with
-/// 512 KiB pages (at least eight of its largest slices per page, and a small workload
-/// reserves little); everything else in the adaptive pool.
+/// `Adaptive`: a sliced pool of 512 KiB pages that takes reservations of up to 64 KiB
+/// (at least eight of its largest slices per page, and a small workload reserves
+/// little), then the adaptive pool, which takes every size. Routing uses room held in
+/// any accepting pool before a pool grows, so a small reservation goes into the
+/// adaptive pool's free room when the small pool has none; only the small pool grows
+/// for one.
 pub(crate) fn preset(
     config: &MemoryConfiguration,
     properties: &MemoryDeviceProperties,

@@ -1,4 +1,5 @@
-//! `MemorySize`: byte counts written as integers or strings with binary units.
+//! `MemorySize`: byte counts written as integers or strings with units (KiB = 1024 bytes,
+//! kB = 1000 bytes).
 
 use super::*;
 
@@ -15,22 +16,30 @@ use super::*;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MemorySize(pub u64);
 
-/// Multipliers of the accepted units, lower-case; all binary (1024-based).
+/// Multipliers of the accepted units, lower-case: the IEC binary units (`KiB` = 2^10
+/// bytes ...) and the SI decimal ones (`kB` = 10^3 bytes ...), each with its standard
+/// meaning (IEC 80000-13).
 const UNITS: &[(&str, u64)] = &[
     ("", 1),
     ("b", 1),
-    ("k", 1 << 10),
-    ("kb", 1 << 10),
     ("kib", 1 << 10),
-    ("m", 1 << 20),
-    ("mb", 1 << 20),
     ("mib", 1 << 20),
-    ("g", 1 << 30),
-    ("gb", 1 << 30),
     ("gib", 1 << 30),
-    ("t", 1 << 40),
-    ("tb", 1 << 40),
     ("tib", 1 << 40),
+    ("kb", 1_000),
+    ("mb", 1_000_000),
+    ("gb", 1_000_000_000),
+    ("tb", 1_000_000_000_000),
+];
+
+/// Bare prefixes, refused: `64M` reads as 2^20 bytes in some tools (ulimit, the JVM,
+/// Docker) and 10^6 in others, so whichever we picked would surprise someone. Each with
+/// its binary and decimal spelling, for the error message.
+const AMBIGUOUS: &[(&str, &str, &str)] = &[
+    ("k", "KiB", "kB"),
+    ("m", "MiB", "MB"),
+    ("g", "GiB", "GB"),
+    ("t", "TiB", "TB"),
 ];
 
 impl MemorySize {
@@ -45,15 +54,19 @@ impl MemorySize {
     ///
     /// - `<number>`: decimal digits, optionally with one `.` and a fraction (`"1.5"`);
     ///   `_` may separate digits (`"1_048_576"`). A fraction of a byte is truncated.
-    /// - `<unit>`: none or `b` (bytes), `k`/`kb`/`kib` (2^10), `m`/`mb`/`mib` (2^20),
-    ///   `g`/`gb`/`gib` (2^30), `t`/`tb`/`tib` (2^40), in any case. **All units are
-    ///   binary**: `"1 MB"` is 1 048 576 bytes.
+    /// - `<unit>`, in any case: none or `B` (bytes); the binary units `KiB` (2^10 bytes),
+    ///   `MiB` (2^20), `GiB` (2^30), `TiB` (2^40); the decimal units `kB` (10^3 bytes),
+    ///   `MB` (10^6), `GB` (10^9), `TB` (10^12). Each means what the standard says
+    ///   (IEC 80000-13): `"64 MB"` is 64 000 000 bytes and `"64 MiB"` is 67 108 864. A
+    ///   bare prefix (`"64M"`, `"8k"`) is refused: tools disagree on whether it means
+    ///   2^20 or 10^6.
     ///
     /// # Errors
     ///
     /// A reason, for the caller to put in [`PoolConfigError::BadSize`], when the string is
     /// empty, negative, not a number (`"nan"`, `"abc"`), has a misplaced `_` or a second
-    /// `.`, names an unknown unit (`"5XB"`), or comes to more than `u64::MAX` bytes.
+    /// `.`, names an unknown unit (`"5XB"`) or a bare prefix (`"64M"`: the reason names
+    /// `64 MiB` and `64 MB`), or comes to more than `u64::MAX` bytes.
     ///
     /// # Panics
     ///
@@ -76,13 +89,20 @@ impl MemorySize {
                 "{text:?} does not start with a number (expected digits, then an optional unit)"
             ));
         }
+        if let Some((_, binary, decimal)) = AMBIGUOUS.iter().find(|(name, ..)| *name == unit) {
+            return Err(format!(
+                "{text:?} is ambiguous: write \"{number} {binary}\" ({binary} = 1024-based) or \
+                 \"{number} {decimal}\" ({decimal} = 1000-based)"
+            ));
+        }
         let multiplier = UNITS
             .iter()
             .find(|(name, _)| *name == unit)
             .map(|&(_, multiplier)| multiplier)
             .ok_or_else(|| {
                 format!(
-                    "unknown unit {:?} (B, K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB)",
+                    "unknown unit {:?} (B; KiB, MiB, GiB, TiB: 1024-based; kB, MB, GB, TB: \
+                     1000-based)",
                     rest.trim_start()
                 )
             })?;

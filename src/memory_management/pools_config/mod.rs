@@ -31,8 +31,9 @@
 //! reclaim_at = "1 GiB"          # optional
 //! ```
 //!
-//! Sizes are bytes: an integer, or a string `<number>[ws]<unit>` whose units are all
-//! 1024-based (see [`MemorySize::parse`]).
+//! Sizes are bytes: an integer, or a string `<number>[ws]<unit>` where `KiB`, `MiB`,
+//! `GiB`, `TiB` are 1024-based and `kB`, `MB`, `GB`, `TB` 1000-based (a bare `M` is
+//! refused as ambiguous; see [`MemorySize::parse`]).
 
 mod memory_size;
 mod read;

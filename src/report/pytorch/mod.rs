@@ -1,38 +1,58 @@
 //! A memory snapshot in the shape PyTorch's `torch.cuda.memory._snapshot()` returns and
-//! `torch.cuda.memory._dump_snapshot` pickles, so that `pytorch.org/memory_viz` and
-//! `torch.cuda._memory_viz` open it (Active Memory Timeline, Allocator State History,
-//! frames on hover).
+//! `torch.cuda.memory._dump_snapshot` pickles, so that `pytorch.org/memory_viz`
+//! (`torch/utils/viz/MemoryViz.js`) and `torch.cuda._memory_viz` open it (Active Memory
+//! Timeline, Allocator State History, frames on hover, `compare` of two snapshots).
 //!
 //! How our words map onto theirs:
 //!
 //! | ours | PyTorch |
 //! | --- | --- |
-//! | a page | a segment (`segment_type` "large" past 1 MiB, else "small") |
+//! | a page | a segment (`segment_type` "large" past 1 MiB, else "small"); its `frames` name the memory (`filename` "memory") and the pool (`filename` "pool", `line` the pool's index) |
 //! | a live slice | an `active_allocated` block: `size` its footprint, `requested_size` its requested bytes |
 //! | bytes of a page no live slice covers | an `inactive` block per free range |
-//! | a memory ("main", "staging", "upload") | a `stream` (0, 1, 2 in snapshot order) |
-//! | a pool | `segment_pool_id` = (memory's stream, pool index) |
+//! | a memory ("main", "staging", "upload") | a `stream` (0, 1, 2; other names after them) |
+//! | every pool | the default pool, `segment_pool_id` (0, 0): PyTorch reads any other id as a *private* pool (a `MemPool`), which ours are not; the pool's name is in the segment's frames |
 //! | label and backtrace | `frames`: the label first (`filename` "label"), then the backtrace's frames, innermost first |
-//! | `Reserve` / `Free` | trace `alloc` / `free_requested` + `free_completed` |
+//! | `Reserve` / `Free` | trace `alloc` / `free_requested` + `free_completed`, each with `segment_pool_id` (0, 0), so that the viewer never reads "pool_id unknown" for a page given back since |
+//! | `Move` (compaction) | `free_requested` + `free_completed` where the slice was, then `alloc` where it went, with the reservation's frames |
 //! | `PageMade` / `PageReleased` | trace `segment_alloc` / `segment_free` |
-//! | `OutOfMemory` | trace `oom` (no `addr`; `device_free` 0: not recorded) |
+//! | `OutOfMemory` | trace `oom` (no `addr`), `device_free` the event's `free_bytes` (what was still free to the refused memory; 0 where a snapshot did not record it) |
 //!
-//! Addresses are made up: each page (of the snapshot or of the history) gets its own
-//! range, pages laid one after the other from [`BASE_ADDRESS`], each rounded up to
-//! [`PAGE_ALIGN`]; a slice's address is its page's plus its offset. Events whose page is not
+//! Times (`time_us`) are Unix time in µs, as PyTorch reads them (`new Date(time_us / 1000)`):
+//! the snapshot's `started_unix_us` plus the event's time; a snapshot without
+//! `started_unix_us` keeps the times since the client started.
+//!
+//! Addresses are made up, and depend only on the page: page `id` of the memory with stream
+//! `s` starts at [`BASE_ADDRESS`] + (`id` × [`STREAM_SLOTS`] + `s`) × [`PAGE_SPAN`], and a
+//! slice's address is its page's plus its offset. So two snapshots of one client give a
+//! page the same address whatever history each kept, and `compare` matches them. Page ids
+//! are unique across a process's memories, so each page owns 4 × 64 GiB of address; below
+//! page id 32768 every address is under 2^53, exact in JavaScript (Python reads every
+//! address exactly).
+//!
+//! Slices of the staging memories (the library's own, reserved and freed without history
+//! events) that are live in the snapshot get an `alloc` at the moment it was taken, so the
+//! timeline does not show them held since its first event. Events whose page is not
 //! recorded, and the other kinds (uploads, readbacks, launches, cleanups), have no PyTorch
 //! equivalent and are left out. Every list has the bounds of the snapshot it comes from.
 
+mod trace;
+
 use super::frames::{Frame, backtrace_frames};
-use super::history::{EventKind, HistoryEvent};
+use super::history::EventKind;
 use super::snapshot::{MAIN_MEMORY, MemorySnapshot, PageSnapshot};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Where the first page's made-up address starts (not 0, which reads as null).
+/// Where the made-up address space starts (not 0, which reads as null).
 pub const BASE_ADDRESS: u64 = 1 << 32;
-/// The alignment of each page's made-up address, in bytes.
-pub const PAGE_ALIGN: u64 = 2 << 20;
+/// The made-up address each (page, memory) slot owns, in bytes: 64 GiB, more than any one
+/// buffer current devices let wgpu create.
+pub const PAGE_SPAN: u64 = 1 << 36;
+/// Slots per page id: one per memory (main, staging, upload, and one spare).
+pub const STREAM_SLOTS: u64 = 4;
+/// The segment pool id every segment and trace entry carries: PyTorch's default pool.
+pub const DEFAULT_POOL_ID: (u64, u64) = (0, 0);
 /// Segments past this size are "large", as PyTorch splits them.
 const LARGE_SEGMENT: u64 = 1 << 20;
 
@@ -49,26 +69,35 @@ pub struct PyTorchSnapshot {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PyTorchSegment {
     /// The device index: 0.
+    #[serde(serialize_with = "int")]
     pub device: u64,
     /// The page's made-up address.
+    #[serde(serialize_with = "int")]
     pub address: u64,
     /// The page size, in bytes.
+    #[serde(serialize_with = "int")]
     pub total_size: u64,
     /// Footprints of its live slices, in bytes.
+    #[serde(serialize_with = "int")]
     pub allocated_size: u64,
     /// Footprints of its live slices, in bytes (nothing waits for another stream here).
+    #[serde(serialize_with = "int")]
     pub active_size: u64,
     /// Requested bytes of its live slices.
+    #[serde(serialize_with = "int")]
     pub requested_size: u64,
-    /// The memory's stream number (0 main, then the auxiliary memories).
+    /// The memory's stream number (0 main, 1 staging, 2 upload, then other memories).
+    #[serde(serialize_with = "int")]
     pub stream: u64,
     /// "large" past 1 MiB, else "small".
     pub segment_type: String,
-    /// (the memory's stream number, the pool's index).
+    /// Always [`DEFAULT_POOL_ID`]: see the module doc.
+    #[serde(serialize_with = "int_pair")]
     pub segment_pool_id: (u64, u64),
     /// Always false: pages never grow.
     pub is_expandable: bool,
-    /// Where the segment was made: not recorded, empty.
+    /// The memory (`filename` "memory", `name` its name) and the pool (`filename` "pool",
+    /// `line` its index, `name` its kind and shape) the page belongs to.
     pub frames: Vec<PyTorchFrame>,
     /// Its blocks, covering the page in address order.
     pub blocks: Vec<PyTorchBlock>,
@@ -78,25 +107,30 @@ pub struct PyTorchSegment {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PyTorchBlock {
     /// Its made-up address.
+    #[serde(serialize_with = "int")]
     pub address: u64,
     /// Its footprint, in bytes (requested bytes and padding).
+    #[serde(serialize_with = "int")]
     pub size: u64,
     /// Requested bytes (0 for a free range).
+    #[serde(serialize_with = "int")]
     pub requested_size: u64,
     /// "active_allocated" or "inactive".
     pub state: String,
-    /// The label and the backtrace of its reservation, when known.
+    /// The label and the backtrace of its reservation, when known; a staging slice names
+    /// its memory (`filename` "memory").
     pub frames: Vec<PyTorchFrame>,
 }
 
 /// One stack frame.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PyTorchFrame {
-    /// The source file ("label" for the label frame).
+    /// The source file ("label", "memory" or "pool" for the frames we make up).
     pub filename: String,
-    /// The line (0 when unknown).
+    /// The line (0 when unknown; a pool frame's line is the pool's index).
+    #[serde(serialize_with = "int")]
     pub line: u64,
-    /// The function, or the label.
+    /// The function, the label, or the memory's or pool's name.
     pub name: String,
 }
 
@@ -106,19 +140,61 @@ pub struct PyTorchTraceEntry {
     /// "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free" or "oom".
     pub action: String,
     /// The block's or segment's made-up address; absent for "oom".
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "opt_int")]
     pub addr: Option<u64>,
     /// Requested bytes (alloc, frees, oom) or the page size (segment events).
+    #[serde(serialize_with = "int")]
     pub size: u64,
     /// The memory's stream number.
+    #[serde(serialize_with = "int")]
     pub stream: u64,
-    /// When, in µs since the client started.
+    /// When, in µs since 1970 (Unix time; see the module doc).
+    #[serde(serialize_with = "int")]
     pub time_us: u64,
     /// The label and backtrace of the reservation (alloc and frees).
     pub frames: Vec<PyTorchFrame>,
-    /// Free device bytes, only for "oom": not recorded, 0.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The block's pool, [`DEFAULT_POOL_ID`], on "alloc" and the frees.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_int_pair"
+    )]
+    pub segment_pool_id: Option<(u64, u64)>,
+    /// Free bytes, only for "oom" (see the module doc).
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "opt_int")]
     pub device_free: Option<u64>,
+}
+
+// Integers go into the pickle as signed 64-bit values: serde-pickle writes a `u64` of 2^31
+// or more as a 9-byte long, which MemoryViz.js's unpickler turns into a BigInt (and
+// `time_us / 1000` then throws); an 8-byte long reads as a Number. Values past i64::MAX
+// (none a snapshot makes) saturate.
+fn signed(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn int<S: serde::Serializer>(value: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_i64(signed(*value))
+}
+
+fn opt_int<S: serde::Serializer>(value: &Option<u64>, serializer: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(value) => serializer.serialize_some(&signed(*value)),
+        None => serializer.serialize_none(),
+    }
+}
+
+fn int_pair<S: serde::Serializer>(value: &(u64, u64), serializer: S) -> Result<S::Ok, S::Error> {
+    (signed(value.0), signed(value.1)).serialize(serializer)
+}
+
+fn opt_int_pair<S: serde::Serializer>(
+    value: &Option<(u64, u64)>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(value) => serializer.serialize_some(&(signed(value.0), signed(value.1))),
+        None => serializer.serialize_none(),
+    }
 }
 
 fn frame(frame: &Frame) -> PyTorchFrame {
@@ -129,14 +205,19 @@ fn frame(frame: &Frame) -> PyTorchFrame {
     }
 }
 
+/// A made-up frame: `filename` says what `name` is.
+fn named(filename: &str, line: u64, name: &str) -> PyTorchFrame {
+    PyTorchFrame {
+        filename: filename.to_string(),
+        line,
+        name: name.to_string(),
+    }
+}
+
 /// The frames of a reservation: its label, then its backtrace's frames.
 fn frames_of(label: Option<&str>, backtrace: Option<&str>) -> Vec<PyTorchFrame> {
     let mut frames: Vec<PyTorchFrame> = label
-        .map(|label| PyTorchFrame {
-            filename: "label".to_string(),
-            line: 0,
-            name: label.to_string(),
-        })
+        .map(|label| named("label", 0, label))
         .into_iter()
         .collect();
     if let Some(backtrace) = backtrace {
@@ -145,49 +226,30 @@ fn frames_of(label: Option<&str>, backtrace: Option<&str>) -> Vec<PyTorchFrame> 
     frames
 }
 
-/// Each memory's stream number and each page's made-up address.
+/// Each memory's stream number; pages' made-up addresses follow from it.
 struct Addresses {
     streams: BTreeMap<String, u64>,
-    pages: BTreeMap<(u64, u64), u64>,
 }
 
 impl Addresses {
+    /// Main, staging and upload are streams 0, 1 and 2 whatever the snapshot lists; other
+    /// memories (of the snapshot, then of its history) follow in the order first seen.
     fn new(snapshot: &MemorySnapshot) -> Self {
-        let mut streams: BTreeMap<String, u64> = BTreeMap::new();
-        let mut stream_of = |name: &str| {
-            let next = streams.len() as u64;
-            *streams.entry(name.to_string()).or_insert(next)
-        };
-        // Each page's size: from the snapshot, else the history's page events and the
-        // furthest slice end its events name.
-        let mut sizes: BTreeMap<(u64, u64), u64> = BTreeMap::new();
-        for memory in &snapshot.memories {
-            let stream = stream_of(&memory.name);
-            for page in memory.pools.iter().flat_map(|p| &p.pages) {
-                sizes.insert((stream, page.id), page.size);
-            }
-        }
-        for event in &snapshot.history {
-            let Some(page) = event.page else { continue };
-            let stream = stream_of(event.memory.as_deref().unwrap_or(MAIN_MEMORY));
-            let size = match event.kind {
-                EventKind::PageMade | EventKind::PageReleased => event.bytes,
-                _ => event.offset.unwrap_or(0).saturating_add(event.bytes),
-            };
-            let known = sizes.entry((stream, page)).or_default();
-            *known = (*known).max(size);
-        }
-        let mut next = BASE_ADDRESS;
-        let pages = sizes
-            .into_iter()
-            .map(|(key, size)| {
-                let address = next;
-                next = next
-                    .saturating_add(size.max(1).div_ceil(PAGE_ALIGN).saturating_mul(PAGE_ALIGN));
-                (key, address)
-            })
+        let mut streams: BTreeMap<String, u64> = [MAIN_MEMORY, "staging", "upload"]
+            .iter()
+            .enumerate()
+            .map(|(stream, name)| (name.to_string(), stream as u64))
             .collect();
-        Addresses { streams, pages }
+        let names = snapshot
+            .memories
+            .iter()
+            .map(|memory| memory.name.as_str())
+            .chain(snapshot.history.iter().filter_map(|e| e.memory.as_deref()));
+        for name in names {
+            let next = streams.len() as u64;
+            streams.entry(name.to_string()).or_insert(next);
+        }
+        Addresses { streams }
     }
 
     fn stream(&self, memory: Option<&str>) -> u64 {
@@ -197,22 +259,35 @@ impl Addresses {
             .unwrap_or(0)
     }
 
-    fn page(&self, stream: u64, page: u64) -> Option<u64> {
-        self.pages.get(&(stream, page)).copied()
+    /// The made-up address of page `page` of the memory with `stream` (saturating: an
+    /// absurd id still gives an address).
+    fn page(&self, stream: u64, page: u64) -> u64 {
+        let slot = page
+            .saturating_mul(STREAM_SLOTS)
+            .saturating_add(stream % STREAM_SLOTS);
+        BASE_ADDRESS.saturating_add(slot.saturating_mul(PAGE_SPAN))
     }
+}
+
+/// A page as a segment of `memory` in `pool` (its name and index).
+struct SegmentOf<'a> {
+    memory: &'a str,
+    pool: &'a str,
+    pool_index: u64,
+    stream: u64,
+    address: u64,
 }
 
 fn segment(
     page: &PageSnapshot,
-    address: u64,
-    stream: u64,
-    pool_index: u64,
+    of: SegmentOf<'_>,
     backtraces: &BTreeMap<u64, &str>,
 ) -> PyTorchSegment {
     let mut blocks: Vec<PyTorchBlock> = Vec::new();
     let mut live: Vec<_> = page.slices.iter().filter(|s| s.live).collect();
     live.sort_by_key(|slice| slice.offset);
     let mut cursor = 0u64;
+    let address = of.address;
     let free = |start: u64, end: u64| PyTorchBlock {
         address: address + start,
         size: end - start,
@@ -230,12 +305,16 @@ fn segment(
             blocks.push(free(cursor, slice.offset));
         }
         let backtrace = slice.id.and_then(|id| backtraces.get(&id).copied());
+        let mut frames = frames_of(slice.label.as_deref(), backtrace);
+        if of.memory != MAIN_MEMORY && frames.is_empty() {
+            frames.push(named("memory", 0, of.memory));
+        }
         blocks.push(PyTorchBlock {
             address: address + slice.offset,
             size: end - slice.offset,
             requested_size: slice.size,
             state: "active_allocated".to_string(),
-            frames: frames_of(slice.label.as_deref(), backtrace),
+            frames,
         });
         allocated += end - slice.offset;
         requested += slice.size;
@@ -251,16 +330,19 @@ fn segment(
         allocated_size: allocated,
         active_size: allocated,
         requested_size: requested,
-        stream,
+        stream: of.stream,
         segment_type: if page.size > LARGE_SEGMENT {
             "large"
         } else {
             "small"
         }
         .to_string(),
-        segment_pool_id: (stream, pool_index),
+        segment_pool_id: DEFAULT_POOL_ID,
         is_expandable: false,
-        frames: Vec::new(),
+        frames: vec![
+            named("memory", 0, of.memory),
+            named("pool", of.pool_index, of.pool),
+        ],
         blocks,
     }
 }
@@ -283,84 +365,22 @@ impl MemorySnapshot {
             let stream = addresses.stream(Some(&memory.name));
             for pool in &memory.pools {
                 for page in &pool.pages {
-                    let address = addresses.page(stream, page.id).unwrap_or(BASE_ADDRESS);
-                    segments.push(segment(
-                        page,
-                        address,
+                    let of = SegmentOf {
+                        memory: &memory.name,
+                        pool: &pool.pool,
+                        pool_index: pool.index as u64,
                         stream,
-                        pool.index as u64,
-                        &backtraces,
-                    ));
+                        address: addresses.page(stream, page.id),
+                    };
+                    segments.push(segment(page, of, &backtraces));
                 }
             }
         }
+        let trace = trace::pytorch_trace(self, &addresses, &segments);
         PyTorchSnapshot {
             segments,
-            device_traces: vec![self.pytorch_trace(&addresses)],
+            device_traces: vec![trace],
         }
-    }
-
-    /// The history as PyTorch trace entries, oldest first.
-    fn pytorch_trace(&self, addresses: &Addresses) -> Vec<PyTorchTraceEntry> {
-        let mut events: Vec<&HistoryEvent> = self.history.iter().collect();
-        events.sort_by_key(|event| event.time_us);
-        // A free names the frames of its reservation.
-        let reservations: BTreeMap<u64, &HistoryEvent> = events
-            .iter()
-            .filter(|e| e.kind == EventKind::Reserve)
-            .filter_map(|e| Some((e.id?, *e)))
-            .collect();
-        let mut trace = Vec::with_capacity(events.len());
-        for event in events {
-            let stream = addresses.stream(event.memory.as_deref());
-            let page = event.page.and_then(|page| addresses.page(stream, page));
-            let entry =
-                |action: &str, addr: Option<u64>, frames: Vec<PyTorchFrame>| PyTorchTraceEntry {
-                    action: action.to_string(),
-                    addr,
-                    size: event.bytes,
-                    stream,
-                    time_us: event.time_us,
-                    frames,
-                    device_free: None,
-                };
-            let slice_addr = page.map(|base| base + event.offset.unwrap_or(0));
-            match event.kind {
-                EventKind::Reserve | EventKind::Free => {
-                    let Some(addr) = slice_addr.filter(|_| event.offset.is_some()) else {
-                        continue;
-                    };
-                    let reserve = event.id.and_then(|id| reservations.get(&id)).copied();
-                    let backtrace = reserve
-                        .unwrap_or(event)
-                        .backtrace
-                        .as_deref()
-                        .or(event.backtrace.as_deref());
-                    let frames = frames_of(event.label.as_deref(), backtrace);
-                    if event.kind == EventKind::Reserve {
-                        trace.push(entry("alloc", Some(addr), frames));
-                    } else {
-                        trace.push(entry("free_requested", Some(addr), frames.clone()));
-                        trace.push(entry("free_completed", Some(addr), frames));
-                    }
-                }
-                EventKind::PageMade | EventKind::PageReleased => {
-                    let Some(addr) = page else { continue };
-                    let action = if event.kind == EventKind::PageMade {
-                        "segment_alloc"
-                    } else {
-                        "segment_free"
-                    };
-                    trace.push(entry(action, Some(addr), Vec::new()));
-                }
-                EventKind::OutOfMemory => trace.push(PyTorchTraceEntry {
-                    device_free: Some(0),
-                    ..entry("oom", None, frames_of(event.label.as_deref(), None))
-                }),
-                _ => {}
-            }
-        }
-        trace
     }
 
     /// [`to_pytorch`](Self::to_pytorch) as a pickle (protocol 3, readable by Python 3's
