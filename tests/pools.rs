@@ -346,8 +346,7 @@ fn adaptive_pages_are_sized_for_the_request_and_every_page_serves() {
 }
 
 /// Equal large tensors (the matmul's three 4 MiB matrices) get pages of exactly their
-/// size: the slack beside the largest allocation is only made once the pool served
-/// something small enough to use it.
+/// size, and smaller ones pages of their own size rather than room beside them.
 #[test]
 fn equal_large_tensors_reserve_what_they_use() {
     let mut memory = memory(None);
@@ -355,8 +354,8 @@ fn equal_large_tensors_reserve_what_they_use() {
     let usage = memory.memory_usage();
     assert_eq!(usage.bytes_in_use, 12 * MIB);
     assert_eq!(usage.bytes_reserved, 12 * MIB);
-    // A smaller tensor does not fit beside them: the tier adds one more page of its size
-    // (its pages still fit everything the pool serves), which the next ones share.
+    // A smaller tensor does not fit beside them: a page sized for it is added (2 MiB,
+    // an eighth of the 16 MiB peak), which the next ones share.
     let biases: Vec<_> = (0..8)
         .map(|_| memory.reserve(512 * 1024).unwrap())
         .collect();
