@@ -286,8 +286,11 @@ fn exclusive_pages_idle_for_a_period_go_back() {
     assert_eq!(memory.memory_report().dynamic[1].pages, 0);
 }
 
+/// Adaptive pages are sized for the request that makes them, and pages of every size
+/// keep serving (before, a tier of pages sized for the largest allocation plus a MiB
+/// took over and the older pages served nothing new until they emptied).
 #[test]
-fn adaptive_pages_follow_the_largest_allocation_and_outdated_pages_go_back() {
+fn adaptive_pages_are_sized_for_the_request_and_every_page_serves() {
     let mut memory = memory(None);
     // Six 300 KiB allocations share one 2 MiB page (the smallest shared page).
     let small: Vec<_> = (0..6)
@@ -303,50 +306,47 @@ fn adaptive_pages_follow_the_largest_allocation_and_outdated_pages_go_back() {
         report.dynamic[1].kind
     );
     assert_eq!(report.dynamic[1].pages, 1);
-    // A 3 MiB allocation does not fit those pages: a tier of 4 MiB pages (the largest
-    // allocation plus a MiB of slack) takes over and the 2 MiB page, still holding live
-    // slices, is outdated.
+    // A 3 MiB allocation does not fit there: a page sized for it (4 MiB, a power of two
+    // up to 4 MiB) is added beside the 2 MiB page, which stays.
     let large = memory.reserve(3 * MIB).unwrap();
     let report = memory.memory_report();
     assert!(
         matches!(
             report.dynamic[1].kind,
-            MemoryPoolKind::Adaptive { page_size, outdated_pages: 1 } if page_size == 4 * MIB
+            MemoryPoolKind::Adaptive { page_size, outdated_pages: 0 } if page_size == 4 * MIB
         ),
         "{:?}",
         report.dynamic[1].kind
     );
-    // The outdated page serves nothing new: a 300 KiB request goes into the slack beside
-    // the 3 MiB allocation, not into the outdated page's free space.
-    let again = memory.reserve(300 * 1024).unwrap();
-    let report = memory.memory_report();
     assert_eq!(report.dynamic[1].pages, 2);
     assert_eq!(report.dynamic[1].usage.bytes_reserved, 2 * MIB + 4 * MIB);
+    // A 300 KiB request goes where it fits: the 2 MiB page has 248 KiB left, the 4 MiB
+    // page 1 MiB.
+    let again = memory.reserve(300 * 1024).unwrap();
+    assert_eq!(memory.memory_report().dynamic[1].pages, 2);
     assert_eq!(
         memory.get_storage(&again.clone().binding()).unwrap().id,
         memory.get_storage(&large.clone().binding()).unwrap().id
     );
-    // Once its slices are dropped, the outdated page goes back.
+    // Once its slices are dropped, the 2 MiB page serves a 1 MiB request: no page added.
+    let in_small_page = memory.get_storage(&small[0].clone().binding()).unwrap().id;
     drop(small);
     memory.cleanup(Cleanup::Periodic);
-    for _ in 0..4 {
-        drop(memory.reserve(300 * 1024).unwrap());
-    }
+    let mib = memory.reserve(MIB).unwrap();
     let report = memory.memory_report();
-    assert!(matches!(
-        report.dynamic[1].kind,
-        MemoryPoolKind::Adaptive {
-            outdated_pages: 0,
-            ..
-        }
-    ));
-    assert_eq!(report.dynamic[1].usage.bytes_reserved % (4 * MIB), 0);
-    drop((large, again));
+    assert_eq!(report.dynamic[1].pages, 2);
+    assert_eq!(
+        memory.get_storage(&mib.clone().binding()).unwrap().id,
+        in_small_page
+    );
+    // Everything dropped: a cleanup gives both pages back.
+    drop((large, again, mib));
+    memory.cleanup(Cleanup::Explicit);
+    assert_eq!(memory.memory_report().dynamic[1].pages, 0);
 }
 
 /// Equal large tensors (the matmul's three 4 MiB matrices) get pages of exactly their
-/// size: the slack beside the largest allocation is only made once the pool served
-/// something small enough to use it.
+/// size, and smaller ones pages of their own size rather than room beside them.
 #[test]
 fn equal_large_tensors_reserve_what_they_use() {
     let mut memory = memory(None);
@@ -354,8 +354,8 @@ fn equal_large_tensors_reserve_what_they_use() {
     let usage = memory.memory_usage();
     assert_eq!(usage.bytes_in_use, 12 * MIB);
     assert_eq!(usage.bytes_reserved, 12 * MIB);
-    // A smaller tensor does not fit beside them: the tier adds one more page of its size
-    // (its pages still fit everything the pool serves), which the next ones share.
+    // A smaller tensor does not fit beside them: a page sized for it is added (2 MiB,
+    // an eighth of the 16 MiB peak), which the next ones share.
     let biases: Vec<_> = (0..8)
         .map(|_| memory.reserve(512 * 1024).unwrap())
         .collect();

@@ -14,12 +14,13 @@
 //! | `Manual { suballocated_device_memory_block_size: a..b }` | `a`, growing to `b`, both clamped to 4-256 MiB | half of those, clamped the same |
 //!
 //! Blocks grow with the number of blocks a memory type holds (doubling per block, up to
-//! the end of the range). Our pages are 512 KiB (small slices), 2 MiB and up in whole MiB
-//! (the adaptive pool) and 256 KiB and up in powers of two (upload staging): with fixed
-//! 4 MiB blocks ([`DEVICE_MEMORY_BLOCK`]) every page over 4 MiB has a block of its own
-//! and returns its memory when it is given back, pages of 4 MiB and less pack into blocks
-//! whose size they divide (all but the adaptive pool's 3 MiB pages), and a memory type
-//! keeps at most one empty 4 MiB block.
+//! the end of the range). Our pages are 512 KiB (small slices), 2 MiB, 4 MiB and then
+//! sizes at most 1/16 over the request that made them (the adaptive pool), and 256 KiB
+//! and up in powers of two (upload staging): with fixed 4 MiB blocks
+//! ([`DEVICE_MEMORY_BLOCK`]) every page over 4 MiB has a block of its own and returns its
+//! memory when it is given back, pages of 4 MiB and less pack into blocks whose size they
+//! divide (the adaptive pool makes no page between 2 and 4 MiB but those two), and a
+//! memory type keeps at most one empty 4 MiB block.
 
 use super::Client;
 use crate::report::DeviceMemory;
@@ -67,5 +68,18 @@ impl Client {
     /// O(allocations on the device), under the client's lock.
     pub fn device_memory(&self) -> Option<DeviceMemory> {
         self.shared.server.lock().device_memory()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The adaptive pool makes pages up to the device memory block a power of two, so
+    /// they pack the blocks [`Client::memory_hints`](super::Client::memory_hints) asks for.
+    #[test]
+    fn adaptive_powers_of_two_end_at_the_device_block() {
+        assert_eq!(
+            crate::memory_management::ADAPTIVE_POW2_UP_TO,
+            super::DEVICE_MEMORY_BLOCK
+        );
     }
 }

@@ -39,6 +39,8 @@ mod page_map;
 mod pending;
 mod placement;
 mod pool;
+#[cfg(test)]
+pub(crate) use pool::adaptive::POW2_UP_TO as ADAPTIVE_POW2_UP_TO;
 mod pools_config;
 mod taint;
 mod usage;

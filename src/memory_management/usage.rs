@@ -57,13 +57,11 @@ pub fn pool_line(pool: &MemoryPoolReport) -> String {
             format_bytes(page_size),
             format_bytes(max_slice_size)
         ),
-        MemoryPoolKind::Adaptive {
-            page_size,
-            outdated_pages,
-        } => format!(
-            "adaptive ({} pages, {outdated_pages} outdated)",
-            format_bytes(page_size)
-        ),
+        // Its pages have many sizes: `page_size` is the largest (no page is outdated,
+        // `outdated_pages` stays 0).
+        MemoryPoolKind::Adaptive { page_size, .. } => {
+            format!("adaptive (pages up to {})", format_bytes(page_size))
+        }
         MemoryPoolKind::Exclusive { max_alloc_size } => {
             format!("exclusive (up to {})", format_bytes(max_alloc_size))
         }

@@ -145,8 +145,7 @@ fn over_the_budget_free_pages_are_given_back_first() {
     client.sync().unwrap();
     let before = client.budget().held;
     assert!(before >= 3 * MIB, "{before} bytes held by idle pages");
-    // Its page (5 MiB and the adaptive pool's 1 MiB of slack) fits only once the idle
-    // pages are given back.
+    // Its 5 MiB page fits only once the idle pages are given back.
     let big = client.empty(5 * MIB).unwrap();
     assert!(client.budget().held <= BUDGET);
     drop(big);

@@ -181,8 +181,8 @@ proptest! {
     }
 
     /// The default (adaptive) layout on a device with 64 MiB pages, with sizes from a
-    /// few bytes to 6 MiB: tiers take over as allocations outgrow them, outdated pages
-    /// drain, and the accounting stays exact throughout.
+    /// few bytes to 6 MiB: pages of many sizes are added and given back, and the
+    /// accounting stays exact throughout.
     #[test]
     fn adaptive_tiers_keep_exact_accounting(ops in prop::collection::vec(adaptive_op(), 1..160)) {
         let mut memory = MemoryManagement::from_configuration(

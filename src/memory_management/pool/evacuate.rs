@@ -117,12 +117,12 @@ impl Census {
     }
 }
 
-/// Counts the live slices of `slices` per page; `page_size` gives the page size of a
-/// tier, in bytes.
+/// Counts the live slices of `slices` per page; `page_size(tier, page)` gives the size of
+/// a page, in bytes.
 pub(crate) fn census(
     slices: &SliceTable,
     pinned: Pinned<'_>,
-    page_size: impl Fn(u32) -> u64,
+    page_size: impl Fn(u32, u32) -> u64,
 ) -> Census {
     // Per page: its census, whether a slice of it stays, whether one pins it whole.
     let mut pages: BTreeMap<(u32, u32), (PageCensus, bool, bool)> = BTreeMap::new();
@@ -131,7 +131,7 @@ pub(crate) fn census(
             let census = PageCensus {
                 tier: slice.tier,
                 page: slice.page,
-                page_size: page_size(slice.tier),
+                page_size: page_size(slice.tier, slice.page),
                 live: 0,
                 slots: Vec::new(),
             };

@@ -1,4 +1,4 @@
-//! Pages of one size and the free space inside them.
+//! Pages and the free space inside them.
 
 use super::align_up;
 use crate::memory_management::placement::{BlockId, Tlsf};
@@ -36,8 +36,10 @@ pub(crate) struct Placement {
     pub(crate) block: BlockId,
 }
 
-/// Equal pages, their free space indexed by a [`Tlsf`] so placement and free are O(1)
-/// whatever the number of slices.
+/// Pages, their free space indexed by a [`Tlsf`] so placement and free are O(1) whatever
+/// the number of slices. Pages are [`page_size`](Self::page_size) bytes unless added
+/// with a size of their own ([`add_page_of`](Self::add_page_of)); placement looks at the
+/// free space of every page whatever its size.
 #[derive(Debug)]
 pub(crate) struct SlicedPages {
     page_size: u64,
@@ -46,6 +48,8 @@ pub(crate) struct SlicedPages {
     vacant: Vec<u32>,
     count: u64,
     peak: u64,
+    /// Bytes of every page held.
+    reserved: u64,
     placement: Tlsf,
 }
 
@@ -58,12 +62,39 @@ impl SlicedPages {
             vacant: Vec::new(),
             count: 0,
             peak: 0,
+            reserved: 0,
             placement: Tlsf::new(granule),
         }
     }
 
+    /// The size of the pages [`add_page`](Self::add_page) adds, in bytes.
     pub(crate) fn page_size(&self) -> u64 {
         self.page_size
+    }
+
+    /// Sets the size of the pages [`add_page`](Self::add_page) adds from now on, in
+    /// bytes; pages held keep theirs.
+    pub(crate) fn set_page_size(&mut self, page_size: u64) {
+        self.page_size = page_size;
+    }
+
+    /// The size of held page `page`, in bytes (0 for a page not held).
+    pub(crate) fn size_of(&self, page: u32) -> u64 {
+        self.pages
+            .get(page as usize)
+            .and_then(Option::as_ref)
+            .map_or(0, StorageHandle::size)
+    }
+
+    /// The largest page held, in bytes (0 with none).
+    ///
+    /// # Complexity
+    /// O(pages held).
+    pub(crate) fn largest_page(&self) -> u64 {
+        self.held_pages()
+            .map(StorageHandle::size)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Pages held now.
@@ -199,7 +230,19 @@ impl SlicedPages {
     /// # Errors
     /// The storage's error when it refuses the page.
     pub(crate) fn add_page<S: ComputeStorage>(&mut self, storage: &mut S) -> Result<u32, IoError> {
-        let page = storage.alloc(self.page_size)?;
+        self.add_page_of(storage, self.page_size)
+    }
+
+    /// Adds one empty page of `size` bytes and returns its index.
+    ///
+    /// # Errors
+    /// The storage's error when it refuses the page.
+    pub(crate) fn add_page_of<S: ComputeStorage>(
+        &mut self,
+        storage: &mut S,
+        size: u64,
+    ) -> Result<u32, IoError> {
+        let page = storage.alloc(size)?;
         let index = match self.vacant.pop() {
             Some(index) => index,
             None => {
@@ -209,8 +252,9 @@ impl SlicedPages {
         };
         self.pages[index as usize] = Some(page);
         self.count += 1;
+        self.reserved += size;
         self.peak = self.peak.max(self.count);
-        self.placement.add_region(index, self.page_size);
+        self.placement.add_region(index, size);
         Ok(index)
     }
 
@@ -225,6 +269,7 @@ impl SlicedPages {
         for index in 0..self.pages.len() {
             if self.pages[index].is_some() && self.placement.remove_region(index as u32) {
                 if let Some(page) = self.pages[index].take() {
+                    self.reserved -= page.size();
                     storage.dealloc(page.id);
                 }
                 self.vacant.push(index as u32);
@@ -241,7 +286,7 @@ impl SlicedPages {
 
     /// Bytes of all pages held.
     pub(crate) fn reserved(&self) -> u64 {
-        self.count * self.page_size
+        self.reserved
     }
 
     /// The pages held, in index order (for page maps).

@@ -155,7 +155,7 @@ impl SlicedPool {
     ) -> Vec<Relocated> {
         self.sweep(Sweep::All);
         let page_size = self.pages.page_size();
-        let census = evacuate::census(&self.slices, pinned, |_| page_size);
+        let census = evacuate::census(&self.slices, pinned, |_, _| page_size);
         let takes_moves = |tier, page| census.takes_moves(tier, page);
         let mut plan = plan::plan(plan::Request {
             takes_moves: &takes_moves,

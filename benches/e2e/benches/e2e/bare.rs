@@ -3,7 +3,7 @@
 //! batch).
 
 use crate::common::{
-    ModelMemory, check_bytes, check_chain, check_fill, first_word, pattern, touch,
+    DevicePeak, ModelMemory, check_bytes, check_chain, check_fill, first_word, pattern, touch,
 };
 use crate::kernels::{FILL, FILL_ENTRY, PING, PING_BYTES, PING_ENTRY, fill_workgroups};
 use crate::measure::Timed;
@@ -176,8 +176,9 @@ impl Bare {
         }
     }
 
-    /// One model step; returns the most bytes live at once.
-    fn step(&self, plan: &Plan) -> u64 {
+    /// One model step; returns the most bytes live at once. With `device`, wgpu's
+    /// allocator report is sampled into it after each buffer is made.
+    fn step(&self, plan: &Plan, mut device: Option<&mut Option<DevicePeak>>) -> u64 {
         let mut live: Vec<Option<wgpu::Buffer>> = (0..TEMPORARIES).map(|_| None).collect();
         let (mut bytes_live, mut peak) = (0, 0);
         let mut encoder = self.device.create_command_encoder(&Default::default());
@@ -199,6 +200,9 @@ impl Bare {
                         live[slot] = Some(buffer);
                         bytes_live += size;
                         peak = peak.max(bytes_live);
+                        if let Some(device) = device.as_deref_mut() {
+                            DevicePeak::sample(device, &self.device);
+                        }
                     }
                     Op::Drop { slot } => {
                         let buffer = live[slot].take().expect("plan drops a live slot");
@@ -301,15 +305,18 @@ pub struct Model<'a> {
 }
 
 impl Model<'_> {
-    /// Buffers made during the timed runs (one per temporary), and the peak of one more step (bare wgpu has
-    /// no pool: what is reserved is what is live).
+    /// Buffers made during the timed runs (one per temporary), and the peaks of one more
+    /// step (bare wgpu has no pool: what is reserved is what is live; wgpu's allocator
+    /// report sampled after each buffer is made).
     pub fn memory(&self) -> ModelMemory {
-        let peak = self.side.step(&self.plan);
+        let mut device = None;
+        let peak = self.side.step(&self.plan, Some(&mut device));
         ModelMemory {
             pages_after_warmup: Some(0),
             created: Some(self.runs.saturating_sub(1) * (self.steps * TEMPORARIES) as u64),
             peak_in_use: peak,
             peak_reserved: peak,
+            device,
         }
     }
 }
@@ -318,7 +325,7 @@ impl Timed for Model<'_> {
     fn run(&mut self) -> Duration {
         let start = Instant::now();
         for _ in 0..self.steps {
-            self.side.step(&self.plan);
+            self.side.step(&self.plan, None);
         }
         self.runs += 1;
         start.elapsed()

@@ -122,6 +122,41 @@ pub struct ModelMemory {
     pub peak_in_use: u64,
     /// Most bytes the memory held from the device at once during that step.
     pub peak_reserved: u64,
+    /// The most wgpu's own allocator held on the side's device during that step, sampled
+    /// after every temporary was made (`None`: the backend gives no allocator report).
+    pub device: Option<DevicePeak>,
+}
+
+/// The peaks of wgpu's allocator report (`Device::generate_allocator_report`) over the
+/// samples of one step, each its own maximum, in bytes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DevicePeak {
+    /// Bytes of device memory blocks wgpu held (`total_reserved_bytes`): what the driver
+    /// gives the process.
+    pub reserved: u64,
+    /// Bytes of live allocations in them (`total_allocated_bytes`).
+    pub allocated: u64,
+}
+
+impl DevicePeak {
+    /// Takes one sample of `device`'s allocator report into the peaks; `None` stays
+    /// `None` where the backend gives no report.
+    pub fn sample(peak: &mut Option<Self>, device: &wgpu::Device) {
+        if let Some(report) = device.generate_allocator_report() {
+            Self::observe(
+                peak,
+                report.total_reserved_bytes,
+                report.total_allocated_bytes,
+            );
+        }
+    }
+
+    /// Takes one sample (`reserved`, `allocated` bytes) into the peaks.
+    pub fn observe(peak: &mut Option<Self>, reserved: u64, allocated: u64) {
+        let peak = peak.get_or_insert_with(Self::default);
+        peak.reserved = peak.reserved.max(reserved);
+        peak.allocated = peak.allocated.max(allocated);
+    }
 }
 
 /// Tracks page counts across the runs of a timed model bench: the first call (the

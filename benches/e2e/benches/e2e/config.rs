@@ -25,6 +25,9 @@ pub struct Config {
     pub dispatches: u32,
     /// Model steps per timed sample of workload (b) (`E2E_STEPS`, default 10, 3 when small).
     pub steps: usize,
+    /// The seed of workload (b)'s held-out plan (`E2E_MODEL=held-out`, or
+    /// `E2E_MODEL=held-out:SEED`); `None`: the default plan.
+    pub held_out: Option<u64>,
 }
 
 impl Config {
@@ -51,6 +54,18 @@ impl Config {
         assert!(reps > 0, "E2E_REPS must be at least 1");
         let steps: usize = number("E2E_STEPS").unwrap_or(if small { 3 } else { 10 });
         assert!(steps > 0, "E2E_STEPS must be at least 1");
+        let held_out = match env::var("E2E_MODEL").as_deref().map(str::trim) {
+            Err(_) | Ok("" | "default") => None,
+            Ok("held-out") => Some(crate::plan::HELD_OUT_SEED),
+            Ok(other) => Some(
+                other
+                    .strip_prefix("held-out:")
+                    .and_then(|seed| seed.parse().ok())
+                    .unwrap_or_else(|| {
+                        panic!("E2E_MODEL: {other:?} (use default, held-out or held-out:SEED)")
+                    }),
+            ),
+        };
         Self {
             reps,
             only,
@@ -58,6 +73,7 @@ impl Config {
             // Even, so the chain always ends in the same buffer.
             dispatches: dispatches.max(2).next_multiple_of(2),
             steps,
+            held_out,
         }
     }
 

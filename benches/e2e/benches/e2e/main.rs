@@ -29,7 +29,15 @@
 //!   many it gained while timed (its page count, read from its memory report after each
 //!   timed sample, against the count after the warm-up; bare wgpu creates one per
 //!   temporary), and, from one more step with a memory report after every temporary, the
-//!   peak bytes in use and reserved in the main pools (staging left out) and their ratio.
+//!   peak bytes in use (main pools) and reserved (every memory, staging included) and
+//!   their ratio, and the peak device memory: wgpu's own allocator report
+//!   (`Device::generate_allocator_report`: bytes in device memory blocks, and bytes
+//!   allocated in them) of each side's device, sampled after every temporary is made
+//!   (ours through `Client::device_memory`, the peer on the device `init_setup` returned,
+//!   bare wgpu on its own). Ours opens its device with `Client::memory_hints()` (4 MiB
+//!   blocks, as `Client::open_default` does), the peer with its own
+//!   `MemoryHints::MemoryUsage`, bare wgpu with wgpu's default. `E2E_MODEL=held-out`
+//!   runs a held-out plan instead (`plan.rs`).
 //! - **(c) upload**: 4 KiB, 1 MiB, 64 MiB and 256 MiB (each capped at the device's
 //!   `max_storage_buffer_binding_size` and `max_buffer_size`), each upload waited for
 //!   (4 KiB: 64 per sample, 1 MiB: 16, larger: 1). Ours: `create` + `sync`, and
@@ -55,7 +63,7 @@
 //! Environment: `E2E_REPS` (default 7), `E2E_ONLY` (letters, default `a,b,c,d,e`),
 //! `E2E_SMALL=1` (sizes up to 64 MiB, 500 dispatches, 3 steps per sample),
 //! `E2E_DISPATCHES` (default 2000), `E2E_STEPS` (model steps per timed sample, default
-//! 10). Ours takes its submit policy from the `[submit]` table of `wgpu-memory.toml` (or
+//! 10), `E2E_MODEL` (workload (b)'s plan: `default`, `held-out`, or `held-out:SEED`). Ours takes its submit policy from the `[submit]` table of `wgpu-memory.toml` (or
 //! the file `WGPU_MEMORY_CONFIG` names) when there is one; the header prints it. Progress
 //! goes to stderr.
 
@@ -148,9 +156,12 @@ fn main() {
     }
 
     if config.runs('b') {
-        let plan = Plan::model_step();
+        let (plan, plan_name) = match config.held_out {
+            None => (Plan::model_step(), "default plan".to_string()),
+            Some(seed) => (Plan::held_out(seed), format!("held-out plan (seed {seed})")),
+        };
         eprintln!(
-            "e2e: (b) model step, {TEMPORARIES} temporaries, {} in all, {} steps per sample",
+            "e2e: (b) model step, {plan_name}, {TEMPORARIES} temporaries, {} in all, {} steps per sample",
             format_bytes(plan.total_bytes()),
             config.steps
         );
@@ -163,18 +174,24 @@ fn main() {
         );
         let per_step = |seconds: f64| seconds * 1e3 / config.steps as f64;
         rows.push(Row {
-            case: format!("(b) model step: {TEMPORARIES} temporaries 1 KiB-16 MiB, sync"),
+            case: format!(
+                "(b) model step: {TEMPORARIES} temporaries 1 KiB-{}, sync",
+                format_bytes(plan.largest)
+            ),
             unit: "ms/step",
             better: Better::Lower,
             ours: per_step(medians[0]),
             peer: Some(per_step(medians[1])),
             bare: Some(per_step(medians[2])),
         });
-        model_memory = Some([
-            ("ours", ours_model.memory()),
-            ("cubecl-wgpu", peer_model.memory()),
-            ("bare wgpu", bare_model.memory()),
-        ]);
+        model_memory = Some((
+            plan_name,
+            [
+                ("ours", ours_model.memory()),
+                ("cubecl-wgpu", peer_model.memory()),
+                ("bare wgpu", bare_model.memory()),
+            ],
+        ));
     }
 
     if config.runs('c') {
@@ -254,9 +271,9 @@ fn main() {
     }
 
     table::print_rows(&rows);
-    if let Some(memory) = model_memory {
+    if let Some((plan, memory)) = model_memory {
         println!();
-        table::print_model_memory(&memory);
+        table::print_model_memory(&plan, &memory);
     }
     let errors = ours.uncaptured_errors();
     if !errors.is_empty() {

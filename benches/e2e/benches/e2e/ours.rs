@@ -1,8 +1,8 @@
 //! This crate's side: `wgpu_memory::Client` on its own device.
 
 use crate::common::{
-    ModelMemory, PagesSeen, all_memories_usage, check_bytes, check_chain, check_fill, first_word,
-    pages, pattern, touch,
+    DevicePeak, ModelMemory, PagesSeen, all_memories_usage, check_bytes, check_chain, check_fill,
+    first_word, pages, pattern, touch,
 };
 use crate::kernels::{FILL, FILL_ENTRY, PING, PING_BYTES, PING_ENTRY, fill_workgroups};
 use crate::measure::Timed;
@@ -21,13 +21,15 @@ pub struct Ours {
 }
 
 impl Ours {
-    /// A client on a device of its own on `adapter`, with the adapter's limits (what
-    /// `Client::open_default` asks for), the default layout, and the submit policy of
-    /// `wgpu-memory.toml` (or the file `WGPU_MEMORY_CONFIG` names) when there is one.
+    /// A client on a device of its own on `adapter`, with the adapter's limits and
+    /// `Client::memory_hints()` (what `Client::open_default` asks for), the default
+    /// layout, and the submit policy of `wgpu-memory.toml` (or the file
+    /// `WGPU_MEMORY_CONFIG` names) when there is one.
     pub fn open(adapter: &wgpu::Adapter) -> Self {
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("wgpu-memory"),
             required_limits: adapter.limits(),
+            memory_hints: Client::memory_hints(),
             ..Default::default()
         }))
         .expect("wgpu-memory: request_device");
@@ -221,15 +223,19 @@ pub struct Model<'a> {
 }
 
 impl Model<'_> {
-    /// Page counts from the timed runs, and one more step with a memory report after each
-    /// temporary for the peaks.
+    /// Page counts from the timed runs, and one more step with a memory report and
+    /// wgpu's allocator report (`Client::device_memory`) after each temporary for the
+    /// peaks.
     pub fn memory(&self) -> ModelMemory {
-        let (mut in_use, mut reserved) = (0, 0);
+        let (mut in_use, mut reserved, mut device) = (0, 0, None);
         self.side
             .step(&self.plan, |client| {
                 let usage = all_memories_usage(&client.memory_report());
                 in_use = in_use.max(usage.bytes_in_use);
                 reserved = reserved.max(usage.bytes_reserved);
+                if let Some(memory) = client.device_memory() {
+                    DevicePeak::observe(&mut device, memory.reserved, memory.allocated);
+                }
             })
             .expect("wgpu-memory: model step");
         let (pages_after_warmup, created) = self.pages.figures();
@@ -238,6 +244,7 @@ impl Model<'_> {
             created,
             peak_in_use: in_use,
             peak_reserved: reserved,
+            device,
         }
     }
 }

@@ -3,8 +3,8 @@
 //! text as ours and bare wgpu's), launched through the ordinary `Client::launch`.
 
 use crate::common::{
-    ModelMemory, PagesSeen, all_memories_usage, check_bytes, check_chain, check_fill, first_word,
-    pages, pattern, touch,
+    DevicePeak, ModelMemory, PagesSeen, all_memories_usage, check_bytes, check_chain, check_fill,
+    first_word, pages, pattern, touch,
 };
 use crate::kernels::{FILL, FILL_ENTRY, PING, PING_BYTES, PING_ENTRY, fill_workgroups};
 use crate::measure::Timed;
@@ -23,21 +23,25 @@ use std::time::{Duration, Instant};
 
 const SIDE: &str = "cubecl-wgpu";
 
-/// The peer's client.
+/// The peer's client, and the wgpu device it runs on (for wgpu's allocator report).
 pub struct Peer {
     client: ComputeClient,
+    device: wgpu::Device,
 }
 
 impl Peer {
     /// Brings up cubecl-wgpu's default device exactly as its runtime would on first use
     /// (its adapter choice, device features, limits and memory hints, default runtime
     /// options), and returns it with the setup, whose adapter the other sides then open
-    /// their own devices on.
+    /// their own devices on. `init_setup` registers the runtime's server under the device
+    /// id on the very wgpu device it returns in the setup, so `setup.device` is the device
+    /// the peer allocates on.
     pub fn open() -> (Self, WgpuSetup) {
         let device = WgpuDevice::default();
         let setup = cubecl_wgpu::init_setup::<AutoGraphicsApi>(&device, RuntimeOptions::default());
         let client = <WgpuRuntime as Runtime>::client(&device);
-        (Self { client }, setup)
+        let device = setup.device.clone();
+        (Self { client, device }, setup)
     }
 
     fn report(&self) -> MemoryReport {
@@ -172,14 +176,15 @@ pub struct Model<'a> {
 }
 
 impl Model<'_> {
-    /// Page counts from the timed runs, and one more step with a memory report after each
-    /// temporary for the peaks.
+    /// Page counts from the timed runs, and one more step with a memory report and
+    /// wgpu's allocator report of its device after each temporary for the peaks.
     pub fn memory(&self) -> ModelMemory {
-        let (mut in_use, mut reserved) = (0, 0);
+        let (mut in_use, mut reserved, mut device) = (0, 0, None);
         self.side.step(&self.plan, |side| {
             let usage = all_memories_usage(&side.report());
             in_use = in_use.max(usage.bytes_in_use);
             reserved = reserved.max(usage.bytes_reserved);
+            DevicePeak::sample(&mut device, &side.device);
         });
         let (pages_after_warmup, created) = self.pages.figures();
         ModelMemory {
@@ -187,6 +192,7 @@ impl Model<'_> {
             created,
             peak_in_use: in_use,
             peak_reserved: reserved,
+            device,
         }
     }
 }

@@ -76,12 +76,12 @@ fn figure(value: f64) -> String {
     }
 }
 
-/// Prints workload (b)'s memory table.
-pub fn print_model_memory(sides: &[(&str, ModelMemory)]) {
+/// Prints workload (b)'s memory table: `plan` names the plan.
+pub fn print_model_memory(plan: &str, sides: &[(&str, ModelMemory)]) {
     println!(
-        "| (b) memory | device buffers after warm-up | device buffers created while timed | peak in use | peak reserved | efficiency |"
+        "| (b) memory, {plan} | device buffers after warm-up | device buffers created while timed | peak in use | peak reserved | efficiency | peak device memory (wgpu blocks) | peak device allocated | device / peak in use |"
     );
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (side, memory) in sides {
         let count = |value: Option<u64>| value.map_or_else(|| "n/a".into(), |v| v.to_string());
         let efficiency = if memory.peak_reserved == 0 {
@@ -92,8 +92,19 @@ pub fn print_model_memory(sides: &[(&str, ModelMemory)]) {
                 100.0 * memory.peak_in_use as f64 / memory.peak_reserved as f64
             )
         };
+        let (device, allocated, over) = match memory.device {
+            Some(device) => (
+                format_bytes(device.reserved),
+                format_bytes(device.allocated),
+                format!(
+                    "{:.2}x",
+                    device.reserved as f64 / memory.peak_in_use.max(1) as f64
+                ),
+            ),
+            None => ("n/a".into(), "n/a".into(), "n/a".into()),
+        };
         println!(
-            "| {side} | {} | {} | {} | {} | {efficiency} |",
+            "| {side} | {} | {} | {} | {} | {efficiency} | {device} | {allocated} | {over} |",
             count(memory.pages_after_warmup),
             count(memory.created),
             format_bytes(memory.peak_in_use),

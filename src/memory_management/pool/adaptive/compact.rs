@@ -1,4 +1,4 @@
-//! The adaptive pool's compaction: band by band, across every tier of the band.
+//! The adaptive pool's compaction: band by band, across every page of the band.
 
 use super::super::evacuate::plan::{self, Plan};
 use super::super::evacuate::{self, Census, Goal, Pinned, Relocated};
@@ -11,12 +11,12 @@ use cubecl_runtime::server::IoError;
 
 impl AdaptivePool {
     /// Empties pages toward `goal`, band by band (a slice never leaves its band). The
-    /// candidates are the band's pages of every tier, current or outdated, sparsest
-    /// first; their slices go into any page of the band that takes moves, whatever its
-    /// tier, and with [`Goal::Pack`] into fresh pages of the band's current tier where
-    /// those give back more than they take. With [`Goal::RoomFor`] only pages of the
-    /// current tier of the size's band are candidates (the reservation is served there),
-    /// and no fresh page is made.
+    /// candidates are the band's pages, whatever their size, sparsest first; their
+    /// slices go into any page of the band that takes moves, and with [`Goal::Pack`]
+    /// into fresh pages of the band (its floor size, see `fresh_page_for`) where those
+    /// give back more than they take. With [`Goal::RoomFor`] only the pages of the size's
+    /// band large enough to hold it are candidates (the reservation is served in the
+    /// page emptied), and no fresh page is made.
     pub(crate) fn compact<S: CopyStorage>(
         &mut self,
         storage: &mut S,
@@ -26,10 +26,10 @@ impl AdaptivePool {
     ) -> Vec<Relocated> {
         self.sweep(storage, Sweep::All);
         let tiers = &self.tiers;
-        let page_size = |tier: u32| {
+        let page_size = |tier: u32, page: u32| {
             tiers[tier as usize]
                 .as_ref()
-                .map_or(0, |tier| tier.pages.page_size())
+                .map_or(0, |tier| tier.pages.size_of(page))
         };
         let census = evacuate::census(&self.slices, pinned, page_size);
         let only_band = match goal {
@@ -91,7 +91,9 @@ impl AdaptivePool {
             .iter()
             .filter(|page| match goal {
                 Goal::Pack => in_band(page.tier),
-                Goal::RoomFor(_) => page.tier as usize == current,
+                Goal::RoomFor(size) => {
+                    page.tier as usize == current && page.page_size >= self.effective(size)
+                }
             })
             .collect();
         let tiers = self
@@ -121,9 +123,9 @@ impl AdaptivePool {
     }
 
     /// Reserves the fresh pages `plan` needs in tier `current` of `band`, and returns
-    /// them (tier, page) in order. Free pages of the tier serve first; if they are too
-    /// few, every free page of the band and of outdated tiers goes back before any page
-    /// is added, as when the band grows. A page the storage refuses (the device, a
+    /// them (tier, page) in order. Free pages of the band of the fresh size serve first;
+    /// if they are too few, every free page of the band goes back before any page is
+    /// added, as when the band grows. A page the storage refuses (the device, a
     /// budget) ends the plan's fresh pages there: the pages they would have emptied stay.
     fn fresh_pages<S: ComputeStorage>(
         &mut self,
@@ -136,7 +138,17 @@ impl AdaptivePool {
         let Some(tier) = self.tiers[current].as_ref().filter(|_| wanted > 0) else {
             return Vec::new();
         };
-        let free = tier.pages.free_pages();
+        // The plan counted fresh pages of the fresh size: a free page of another size
+        // would hold other bytes than the plan paid for (a larger one could make a pass
+        // raise the bytes of the pages holding slices, and passes would not come to
+        // rest), so only free pages of exactly that size serve.
+        let fresh_size = tier.pages.page_size();
+        let free: Vec<u32> = tier
+            .pages
+            .free_pages()
+            .into_iter()
+            .filter(|&page| tier.pages.size_of(page) == fresh_size)
+            .collect();
         if free.len() >= wanted {
             return free
                 .into_iter()
@@ -144,7 +156,7 @@ impl AdaptivePool {
                 .map(|page| (current as u32, page))
                 .collect();
         }
-        if self.release_where(storage, |tier| tier.band == band || tier.outdated) > 0 {
+        if self.release_where(storage, |tier| tier.band == band) > 0 {
             storage.flush();
         }
         let mut fresh = Vec::with_capacity(wanted);

@@ -153,7 +153,11 @@ impl<'r, 'a> Planner<'r, 'a> {
             for page in pages.held_indices() {
                 if (request.takes_moves)(tier, page) {
                     let region = regions.len() as u32;
-                    index.add_region_with_free(region, pages.page_size(), &pages.free_ranges(page));
+                    index.add_region_with_free(
+                        region,
+                        pages.size_of(page),
+                        &pages.free_ranges(page),
+                    );
                     regions.push(Dest::Held { tier, page });
                     region_of.insert((tier, page), region);
                 }
