@@ -98,7 +98,7 @@ fn the_server_does_not_import_the_client() {
 /// only direction between them.
 #[test]
 fn the_poller_does_not_import_the_readback() {
-    let poller = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server/poller.rs");
+    let poller = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server/reads/poller.rs");
     let text = std::fs::read_to_string(poller).unwrap();
     assert!(
         !text.contains("readback::"),

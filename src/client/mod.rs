@@ -101,7 +101,7 @@ struct Shared {
     /// Upload staging bytes submitted and not yet mapped again.
     uploads_in_flight: Arc<AtomicU64>,
     /// Advanced by the application's submissions through `queue()`, its syncs and
-    /// cleanups: ends the holds of exported slices (see `server::exports`).
+    /// cleanups: ends the holds of exported slices (see `server::memory::exports`).
     export_epoch: Arc<crate::server::ExportEpoch>,
     /// The history ring, label scopes and live allocations' labels (their own mutex:
     /// a handle's last clone records its free without the server's lock).

@@ -61,7 +61,7 @@ impl Client {
     }
 
     /// Takes the submit turn (re-entrant); while held, reads awaited on this thread poll
-    /// the device themselves (see `server::poller::reads_poll_inline`).
+    /// the device themselves (see `server::reads::poller::reads_poll_inline`).
     pub(crate) fn turn(&self) -> Turn<'_> {
         let guard = self.shared.turn.lock();
         Turn {

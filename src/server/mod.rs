@@ -10,54 +10,53 @@
 //!
 //! Types the client hands out ([`Handle`], [`Kernel`], [`ReadBytes`], [`ClientError`])
 //! are defined here, the layer that gives them meaning, and re-exported by the client.
+//!
+//! The rooms, each a concern (an arrow runs only downward, to a room listed later, or
+//! up to this file's [`Server`]):
+//!
+//! - [`room`]: the budget over every memory, and what a reservation that runs out of
+//!   room gives back and compacts;
+//! - [`uploads`]: writes into handles through upload staging;
+//! - [`reads`]: reads of handles through readback staging, and the poller that
+//!   completes their maps;
+//! - [`launches`]: kernels, their dispatch, and the pipelines and bind groups reused;
+//! - [`memory`]: handles, exports, pins and compaction, the history and the snapshot;
+//! - [`batch`]: the pending encoder everything records into, and its submission, with
+//!   the upload pages it carries through a submit ([`upload_page`]);
+//! - [`faults`]: the errors a caller matches on, a lost device, destroyed pages.
 
 mod batch;
-mod budget;
-mod caches;
-mod compaction;
-mod destroyed;
-mod error;
-mod exports;
-mod handle;
-mod history;
-mod kernel;
-mod launch;
-mod lost;
-mod mapping;
-mod pending;
-mod poller;
-mod read_bytes;
-mod read_plan;
-mod readback;
-mod reflection;
+mod faults;
+mod launches;
+mod memory;
+mod reads;
+mod room;
 mod segments;
-mod snapshot;
-mod transfer;
-mod upload;
 mod upload_page;
+mod uploads;
 
 pub use batch::{MAX_BATCH_COMMANDS, SubmitPolicy};
-pub use budget::BUDGET_FIELD;
-pub use caches::{MAX_BIND_GROUPS, MAX_PIPELINES};
-pub use error::ClientError;
-pub use exports::MAX_HELD_EXPORTS;
-pub use handle::{Handle, HandleResource, MAX_QUEUED_RELEASES};
-pub use kernel::Kernel;
-pub use pending::STAGING_IDLE_OPERATIONS;
-pub use read_bytes::ReadBytes;
-pub use upload::{MAX_IN_FLIGHT, SMALLEST_UPLOAD_PAGE, STAGING_IDLE_RESERVATIONS};
+pub use faults::error::ClientError;
+pub use launches::caches::{MAX_BIND_GROUPS, MAX_PIPELINES};
+pub use launches::kernel::Kernel;
+pub use memory::exports::MAX_HELD_EXPORTS;
+pub use memory::handle::{Handle, HandleResource, MAX_QUEUED_RELEASES};
+pub use reads::read_bytes::ReadBytes;
+pub use room::budget::BUDGET_FIELD;
+pub use room::pending::STAGING_IDLE_OPERATIONS;
+pub use uploads::upload::{MAX_IN_FLIGHT, SMALLEST_UPLOAD_PAGE, STAGING_IDLE_RESERVATIONS};
 
 pub(crate) use batch::{Batch, BatchFailure};
-pub(crate) use exports::ExportEpoch;
-use handle::DropNotice;
-pub(crate) use history::{FreeRecord, History};
-pub(crate) use lost::DeviceLoss;
+pub(crate) use faults::lost::DeviceLoss;
+pub(crate) use memory::exports::ExportEpoch;
+use memory::handle::DropNotice;
+pub(crate) use memory::history::{FreeRecord, History};
 #[cfg(test)]
-pub(crate) use poller::poller_thread_name;
-pub(crate) use poller::{Poller, TurnHeld};
-pub(crate) use readback::{PendingMap, ReadFuture};
+pub(crate) use reads::poller::poller_thread_name;
+pub(crate) use reads::poller::{Poller, TurnHeld};
+pub(crate) use reads::readback::{PendingMap, ReadFuture};
 pub(crate) use segments::SegmentQueue;
-pub(crate) use upload::copy_bytes;
+pub(crate) use uploads::upload::copy_bytes;
 
 use crate::memory_management::{
     AuxiliaryMemoryReport, Cleanup, MemoryConfiguration, MemoryManagement, MemoryManagementOptions,
@@ -67,10 +66,10 @@ use crate::storage::WgpuStorage;
 use crate::storage::wgpu_storage::budget::Budget;
 use crate::storage::wgpu_storage::limits::{staging_memory_properties, storage_memory_properties};
 use batch::PendingWork;
-use caches::{BindGroupKey, CachedPipeline, Lru, PipelineKey};
 use cubecl_environment::stream::StreamId;
 use cubecl_runtime::memory_management::{ManagedMemoryId, MemoryLocation};
-use upload::UploadStaging;
+use launches::caches::{BindGroupKey, CachedPipeline, Lru, PipelineKey};
+use uploads::upload::UploadStaging;
 
 /// The usages of main-memory pages: bound as storage buffers, copied from and into.
 pub(crate) const MAIN_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
@@ -99,21 +98,22 @@ pub(crate) struct Server {
     /// This server's number, stamped on its handles.
     id: u64,
     /// Allocations whose handles are all dropped, released at the next reservation.
-    released: std::sync::Arc<handle::ReleaseQueue>,
+    released: std::sync::Arc<memory::handle::ReleaseQueue>,
     /// The queue's previous buffer, swapped in so draining it allocates nothing.
     spare_released: Vec<(ManagedMemoryId, MemoryLocation)>,
     /// Allocations whose address left the client: they never move.
-    pins: std::sync::Arc<compaction::PinTable>,
+    pins: std::sync::Arc<memory::compaction::PinTable>,
     /// The bound on the bytes one compaction pass moves (0: compaction off).
     max_move_bytes: u64,
     /// The cap over the pages of all three memories, shared by their storages.
     budget: std::sync::Arc<Budget>,
     /// When the staging memories last reserved, in client operations.
-    idle: pending::IdleClock,
+    idle: room::pending::IdleClock,
     /// Main pages the application destroyed, and the slices that keep allocations out.
-    destroyed: destroyed::DestroyedPages,
-    /// Exported slices held until the application's next submission (see `exports`).
-    exports: exports::Exports,
+    destroyed: faults::destroyed::DestroyedPages,
+    /// Exported slices held until the application's next submission (see
+    /// `memory::exports`).
+    exports: memory::exports::Exports,
 }
 
 impl Server {
@@ -139,7 +139,7 @@ impl Server {
             staging: readback_staging(&device, &limits, budget.clone()),
             uploads: UploadStaging::new(&device, budget.clone()),
             budget,
-            idle: pending::IdleClock::default(),
+            idle: room::pending::IdleClock::default(),
             device,
             limits,
             main,
@@ -149,12 +149,12 @@ impl Server {
             next_pipeline_slot: 0,
             bind_groups: Lru::new(MAX_BIND_GROUPS),
             seen_deallocations: 0,
-            merge_kernel: transfer::merge_kernel(),
+            merge_kernel: uploads::transfer::merge_kernel(),
             lost,
             released: std::sync::Arc::default(),
             spare_released: Vec::new(),
             pins: std::sync::Arc::default(),
-            max_move_bytes: compaction::default_max_move_bytes(),
+            max_move_bytes: memory::compaction::default_max_move_bytes(),
             destroyed: Default::default(),
             exports: Default::default(),
             id: {
@@ -169,7 +169,7 @@ impl Server {
         self.check_lost("create")?;
         self.release_dropped();
         let mut memory = self.reserve_main(size)?;
-        for _ in 0..destroyed::MAX_QUARANTINE_TRIES {
+        for _ in 0..faults::destroyed::MAX_QUARANTINE_TRIES {
             if !self.quarantined(&memory) {
                 break;
             }
@@ -184,9 +184,9 @@ impl Server {
     }
 
     /// Releases, O(1) each, the allocations whose handles were all dropped since the last
-    /// call, and the exported slices whose hold ended (see `exports`). One still held by a
-    /// `HandleResource` or an export stays; the memory's sweeps free it once that
-    /// binding is gone.
+    /// call, and the exported slices whose hold ended (see `memory::exports`). One still
+    /// held by a `HandleResource` or an export stays; the memory's sweeps free it once
+    /// that binding is gone.
     pub(crate) fn release_dropped(&mut self) {
         self.release_exports();
         let mut dropped = std::mem::take(&mut self.spare_released);
@@ -220,11 +220,11 @@ impl Server {
     /// client submitted the moves recorded so far: see `Client::resource`): the slice
     /// stays pinned while the resource or a clone of it lives, and is held, in place,
     /// until the application's next submission through `Client::queue()`, sync or
-    /// cleanup after that (see `exports`).
+    /// cleanup after that (see `memory::exports`).
     pub(crate) fn export_resource(
         &mut self,
         handle: &Handle,
-        pin: compaction::PinGuard,
+        pin: memory::compaction::PinGuard,
     ) -> Result<HandleResource, ClientError> {
         let mut resource = self.resource(handle)?;
         resource._pin = Some(pin);
@@ -233,8 +233,8 @@ impl Server {
     }
 
     /// The epoch the application's submissions, syncs and cleanups advance (see
-    /// `exports`).
-    pub(crate) fn export_epoch(&self) -> std::sync::Arc<exports::ExportEpoch> {
+    /// `memory::exports`).
+    pub(crate) fn export_epoch(&self) -> std::sync::Arc<memory::exports::ExportEpoch> {
         self.exports.epoch()
     }
 
@@ -244,7 +244,7 @@ impl Server {
     }
 
     /// Pins `handle`'s allocation until the guard is dropped.
-    pub(crate) fn pin(&self, handle: &Handle) -> compaction::PinGuard {
+    pub(crate) fn pin(&self, handle: &Handle) -> memory::compaction::PinGuard {
         self.pins.pin(handle.memory.descriptor().id)
     }
 
@@ -252,7 +252,7 @@ impl Server {
     pub(crate) fn pin_all<'a>(
         &self,
         handles: impl Iterator<Item = &'a Handle>,
-    ) -> compaction::PinGuard {
+    ) -> memory::compaction::PinGuard {
         self.pins.pin_all(
             handles
                 .map(|handle| handle.memory.descriptor().id)
@@ -393,7 +393,7 @@ impl Server {
         if failure.destroyed {
             let handles = self.find_destroyed(None);
             if !handles.is_empty() {
-                return destroyed::page_destroyed("submit", handles);
+                return faults::destroyed::page_destroyed("submit", handles);
             }
         }
         match self.lost.message() {

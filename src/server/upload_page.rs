@@ -6,7 +6,7 @@
 //!
 //! - dropping an `UploadPage` that was not mapped again yet maps it again, so a panic
 //!   that unwinds through the submit still leaves every free staging slice in a mapped
-//!   page (the rule of [`upload`](super::upload));
+//!   page (the rule of [`upload`](super::uploads::upload));
 //! - the in-flight bytes of a page are given back by a guard the map callback owns, so
 //!   they return to zero whether wgpu calls that callback or drops it uncalled (a panic
 //!   in an earlier callback of the same poll drops the later ones).

@@ -17,7 +17,7 @@
 //! - **Never sees** the device API: a user implements [`Fence`] on its own submission
 //!   marker (the tests here use a fake). The client does not use this queue: its
 //!   staging slices wait behind the map that wgpu runs only after the submission that
-//!   reads them (see `server::upload` and `server::readback`).
+//!   reads them (see `server::uploads::upload` and `server::reads::readback`).
 
 mod policy;
 mod queue;

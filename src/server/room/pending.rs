@@ -45,7 +45,7 @@ impl PendingRelease for IdleStaging<'_> {
 /// back within 1024 operations. Counting operations, not time, needs no thread and no
 /// clock, and gives the same pages back on every run of a program. Within a memory that
 /// keeps reserving, a free page that is not taken goes back after
-/// [`STAGING_IDLE_RESERVATIONS`](super::upload::STAGING_IDLE_RESERVATIONS) of its
+/// [`STAGING_IDLE_RESERVATIONS`](crate::server::STAGING_IDLE_RESERVATIONS) of its
 /// reservations.
 pub const STAGING_IDLE_OPERATIONS: u64 = 1024;
 
@@ -70,7 +70,7 @@ impl IdleClock {
     pub(crate) fn tick(
         &mut self,
         staging: &mut MemoryManagement<WgpuStorage>,
-        uploads: &mut super::upload::UploadStaging,
+        uploads: &mut crate::server::uploads::upload::UploadStaging,
     ) {
         self.now += 1;
         if uploads.reservations() != self.upload_reservations {

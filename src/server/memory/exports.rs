@@ -33,9 +33,9 @@
 //! the oldest is let go (with a warning), which only an application that exports that
 //! many slices without ever submitting, syncing or cleaning up meets.
 
-use super::Server;
 use super::handle::Handle;
 use crate::memory_management::{MemoryManagement, Pin, page_id};
+use crate::server::Server;
 use crate::storage::WgpuStorage;
 use cubecl_runtime::memory_management::{ManagedMemoryBinding, ManagedMemoryId};
 use std::collections::{HashMap, VecDeque};
@@ -64,7 +64,7 @@ impl ExportEpoch {
     }
 }
 
-/// Carried by every clone of an exported [`HandleResource`](super::HandleResource):
+/// Carried by every clone of an exported [`HandleResource`](crate::server::HandleResource):
 /// dropped with the last one, it records the epoch at which the application let go of
 /// the slice's address.
 #[derive(Debug)]

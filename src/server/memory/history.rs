@@ -4,11 +4,11 @@
 //! be dropped anywhere, even while the server's lock is held, and logging its free must
 //! not take that lock. Nothing is dropped or called out while this mutex is held.
 
-use super::Server;
 use super::handle::Handle;
 use super::snapshot::place_name;
 use crate::memory_management::{MemoryEvent, MemoryManagement};
 use crate::report::{EventKind, HistoryEvent, HistoryRing, LabelStack, MAIN_MEMORY};
+use crate::server::Server;
 use crate::storage::WgpuStorage;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};

@@ -24,7 +24,7 @@ pub(crate) struct DropNotice {
     pub(crate) id: ManagedMemoryId,
     pub(crate) location: MemoryLocation,
     /// Set once, by a client recording history; its drop records the free.
-    pub(crate) free_record: OnceLock<super::FreeRecord>,
+    pub(crate) free_record: OnceLock<crate::server::FreeRecord>,
 }
 
 impl DropNotice {

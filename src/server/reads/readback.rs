@@ -17,14 +17,14 @@
 //!    go. Every map callback runs exactly once (wgpu runs it with an error on a lost
 //!    device), so no staging slice is ever forgotten.
 
-use super::error::ClientError;
-use super::handle::Handle;
 use super::mapping::{Mapping, StagingRange};
 use super::poller::{Deferrer, Expectation, Poller};
 use super::read_bytes::ReadBytes;
 use super::read_plan::{self, Layout, Source};
-use super::{Server, lost_error};
 use crate::memory_management::{Claim, FailureReport};
+use crate::server::faults::error::ClientError;
+use crate::server::memory::handle::Handle;
+use crate::server::{Server, lost_error};
 use crate::storage::wgpu_storage::error::capture;
 use cubecl_runtime::memory_management::ManagedMemoryHandle;
 use parking_lot::Mutex;
@@ -42,7 +42,7 @@ pub(crate) struct ReadPlan {
     /// (offset in the range, length) of each part, in bytes.
     parts: Vec<(u64, u64)>,
     /// The parts' allocations stay where they are while the read is in flight.
-    pins: super::compaction::PinGuard,
+    pins: crate::server::memory::compaction::PinGuard,
 }
 
 #[derive(Default)]
@@ -64,7 +64,7 @@ pub(crate) struct PendingMap {
     /// The poller's ticket for this map (to park the reader's waker on).
     ticket: u64,
     /// Released with the read (see [`ReadPlan`]).
-    _pins: super::compaction::PinGuard,
+    _pins: crate::server::memory::compaction::PinGuard,
 }
 
 impl ReadPlan {
@@ -321,7 +321,7 @@ pub(crate) struct ReadFuture {
     empty_parts: usize,
     poller: Arc<Poller>,
     device: wgpu::Device,
-    lost: super::lost::DeviceLoss,
+    lost: crate::server::faults::lost::DeviceLoss,
     /// A read that failed while the poller's poll ran, with its map's ticket: it ends
     /// once that poll returned, as lost if the poll found the loss (see
     /// [`end_failed`](Self::end_failed)).
@@ -334,7 +334,7 @@ impl ReadFuture {
         parts: usize,
         poller: Arc<Poller>,
         device: wgpu::Device,
-        lost: super::lost::DeviceLoss,
+        lost: crate::server::faults::lost::DeviceLoss,
     ) -> Self {
         Self {
             started: started.map_err(Some),

@@ -1,12 +1,12 @@
 //! The memory snapshot: each memory's page map turned into report values.
 
-use super::Server;
 use crate::memory_management::{
     LiveSlice, MemoryManagement, MemoryPoolKind, MemoryReport, PoolPages, format_bytes,
 };
 use crate::report::{
     MAIN_MEMORY, MemorySnapshot, MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
 };
+use crate::server::Server;
 use crate::storage::WgpuStorage;
 
 /// Attempts at a snapshot whose report and pages agree (see [`Server::memory_snapshot`]).

@@ -185,7 +185,7 @@ impl DestroyedPages {
     }
 }
 
-impl super::Server {
+impl crate::server::Server {
     /// After wgpu refused work with a destroyed resource: finds the destroyed pages
     /// among `candidates` (every main page when `None`), remembers them, and returns the
     /// allocations they hold (empty when none of ours is destroyed).

@@ -10,11 +10,11 @@
 //! reads mapped staging memory (which wgpu's write-only views forbid, and which may be
 //! write-combined). Nothing is read back, nothing waits.
 
-use super::error::ClientError;
-use super::handle::Handle;
-use super::kernel::Kernel;
 use super::upload::Region;
-use super::{Server, wgpu_error};
+use crate::server::faults::error::ClientError;
+use crate::server::launches::kernel::Kernel;
+use crate::server::memory::handle::Handle;
+use crate::server::{Server, wgpu_error};
 use crate::storage::wgpu_storage::limits::COPY_ALIGNMENT;
 use std::sync::Arc;
 
@@ -208,10 +208,10 @@ struct PreparedMerge {
     /// Keeps the records' slice alive until the batch is recorded (the batch's bind
     /// group holds it after).
     _params: Handle,
-    params: super::HandleResource,
+    params: crate::server::HandleResource,
     staging: Region,
     len: u64,
-    dispatch: super::launch::PreparedDispatch,
+    dispatch: crate::server::launches::launch::PreparedDispatch,
 }
 
 impl Server {
@@ -236,7 +236,7 @@ impl Server {
 pub(crate) fn merge_kernel() -> Kernel {
     Kernel::new(
         "wgpu-memory edge merge",
-        Arc::<str>::from(include_str!("../../shaders/merge_edges.wgsl")),
+        Arc::<str>::from(include_str!("../../../shaders/merge_edges.wgsl")),
         "merge_edges",
     )
 }
@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn the_value_offset_is_the_shader_edge_value_field() {
-        let shader = include_str!("../../shaders/merge_edges.wgsl");
+        let shader = include_str!("../../../shaders/merge_edges.wgsl");
         let fields: Vec<&str> = shader
             .split("struct Edge {")
             .nth(1)

@@ -1,12 +1,12 @@
 //! Dispatching a kernel over handles into the pending batch.
 
 use super::caches::{BindGroupKey, CachedPipeline, PipelineKey};
-use super::error::ClientError;
-use super::handle::Handle;
 use super::kernel::Kernel;
 use super::reflection::{BindingUse, aliased_read_only};
-use super::{Server, wgpu_error};
 use crate::memory_management::{Claim, FailureId, ManagedMemoryId, Skipped};
+use crate::server::faults::error::ClientError;
+use crate::server::memory::handle::Handle;
+use crate::server::{Server, wgpu_error};
 use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
 use std::sync::Arc;
 
@@ -27,8 +27,9 @@ impl Server {
     /// writable one, a destroyed page) and one wgpu refuses while it is encoded (the
     /// pipeline, the bind group) alike, since nothing reaches the batch before both are
     /// made. Otherwise the outputs count as written; should the batch fail as a whole,
-    /// its failure claims them (see `batch`). Outputs are the bindings the source stores
-    /// to ([`Kernel::writes`] overrides), never one it declares `var<storage, read>`.
+    /// its failure claims them (see `server::batch`). Outputs are the bindings the
+    /// source stores to ([`Kernel::writes`] overrides), never one it declares
+    /// `var<storage, read>`.
     pub(crate) fn launch(
         &mut self,
         kernel: &Kernel,
@@ -220,7 +221,9 @@ impl Server {
                     .collect();
                 let handles = self.find_destroyed(Some(&pages));
                 if !handles.is_empty() {
-                    return Err(super::destroyed::page_destroyed(&operation, handles));
+                    return Err(crate::server::faults::destroyed::page_destroyed(
+                        &operation, handles,
+                    ));
                 }
             }
             return Err(wgpu_error(operation, error));

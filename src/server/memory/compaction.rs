@@ -23,16 +23,16 @@
 //!    a move binds the slice where it is now; one recorded before bound where it was and
 //!    runs before the copy.
 //!
-//! [`HandleResource`]: super::HandleResource
+//! [`HandleResource`]: crate::server::HandleResource
 
-use super::Server;
-use super::batch::PendingWork;
-use super::destroyed::DestroyedPages;
 use super::exports::Exports;
 use crate::memory_management::{
     Compaction, DEFAULT_MAX_MOVE_BYTES, MakeRoom, ManagedMemoryId, MemoryManagement, MoveLimits,
     Pin, RoomFor,
 };
+use crate::server::Server;
+use crate::server::batch::PendingWork;
+use crate::server::faults::destroyed::DestroyedPages;
 use crate::storage::WgpuStorage;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -191,7 +191,7 @@ pub(crate) const fn default_max_move_bytes() -> u64 {
 }
 
 /// Records the copies the storage queued for `done` as a segment of the pending batch
-/// of their own (see `batch`), in order, and notes each moved slice as its output.
+/// of their own (see `server::batch`), in order, and notes each moved slice as its output.
 fn record_moves(
     pending: &mut PendingWork,
     device: &wgpu::Device,
@@ -222,12 +222,12 @@ fn record_moves(
 }
 
 /// The bounds of one compaction pass on the device: `max_bytes`, and at most
-/// [`MAX_BATCH_COMMANDS`](super::MAX_BATCH_COMMANDS) copies, so one pass never makes a
-/// batch carry more than that bound of commands beyond what was already recorded.
+/// [`MAX_BATCH_COMMANDS`](crate::server::MAX_BATCH_COMMANDS) copies, so one pass never
+/// makes a batch carry more than that bound of commands beyond what was already recorded.
 pub(crate) fn pass_limits(max_bytes: u64) -> MoveLimits {
     MoveLimits {
         max_bytes,
-        max_moves: super::MAX_BATCH_COMMANDS as usize,
+        max_moves: crate::server::MAX_BATCH_COMMANDS as usize,
     }
 }
 

@@ -21,13 +21,13 @@
 //!
 //! [`IdleStaging`]: super::pending::IdleStaging
 
-use super::Server;
-use super::compaction::RoomInBatch;
-use super::error::ClientError;
 use super::pending::IdleStaging;
-use super::upload::{Region, out_of_room};
 use crate::memory_management::{Cleanup, PoolConfigError, format_bytes};
 use crate::report::{BudgetDetail, MemoryHeld};
+use crate::server::Server;
+use crate::server::faults::error::ClientError;
+use crate::server::memory::compaction::RoomInBatch;
+use crate::server::uploads::upload::{Region, out_of_room};
 use crate::storage::wgpu_storage::budget::Budget;
 use cubecl_runtime::memory_management::ManagedMemoryHandle;
 use std::cell::RefCell;

@@ -27,14 +27,15 @@
 //!    client waits for the device when in-flight bytes pass [`MAX_IN_FLIGHT`], so a
 //!    stream of writes holds a bounded amount of staging.
 //! 6. Free pages go back to the driver by themselves (see [`STAGING_IDLE_RESERVATIONS`]
-//!    and [`STAGING_IDLE_OPERATIONS`](super::STAGING_IDLE_OPERATIONS)), without a cleanup.
+//!    and [`STAGING_IDLE_OPERATIONS`](crate::server::STAGING_IDLE_OPERATIONS)), without a
+//!    cleanup.
 
-use super::batch::PendingWork;
-use super::error::ClientError;
-use super::upload_page::UploadPage;
 use crate::memory_management::{
     MemoryConfiguration, MemoryManagement, MemoryManagementOptions, MemoryPoolOptions, PoolType,
 };
+use crate::server::batch::PendingWork;
+use crate::server::faults::error::ClientError;
+use crate::server::upload_page::UploadPage;
 use crate::storage::WgpuStorage;
 use crate::storage::wgpu_storage::budget::Budget;
 use crate::storage::wgpu_storage::limits::{COPY_ALIGNMENT, staging_memory_properties};
