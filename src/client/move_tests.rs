@@ -203,6 +203,12 @@ fn a_compaction_never_moves_a_healthy_slice_into_a_destroyed_page() {
     resource.buffer.destroy();
     drop(resource);
     let _ = client.compact();
+    assert_reads(&client, &[healthy.clone()]);
+    // Once the hold has ended (an application submission), the page must still take no
+    // moved slice.
+    drop(doomed);
+    client.queue().submit([]);
+    let _ = client.compact();
     assert_reads(&client, &[healthy]);
     drop(others);
 }
