@@ -9,9 +9,10 @@
 //! in), and when none has room the band adds one page sized for the reservation:
 //!
 //! - shared band: the request rounded up to the ladder of page sizes (sixteen steps per
-//!   power of two: at most 1/16 over the request) up to 16 MiB, to 2 MiB above, at least an eighth of the band's peak
-//!   live bytes (the same ladder), so a large working set of small allocations spans a
-//!   few big pages rather than many small ones, and at least [`MIN_PAGE`]; pages up to
+//!   power of two: at most 1/16 over the request) up to 16 MiB, to 2 MiB above, at least
+//!   an eighth of the band's peak live bytes since the last explicit cleanup (the same
+//!   ladder), so a large working set of small allocations spans a few big pages rather
+//!   than many small ones, and at least [`MIN_PAGE`]; pages up to
 //!   [`POW2_UP_TO`] (4 MiB, the device memory block the client opens its device with)
 //!   are powers of two, so they pack those blocks and a page given back frees its share;
 //! - huge band: the request rounded up to a MiB, so a huge allocation reserves about its
@@ -70,7 +71,8 @@ const LADDER_UP_TO: u64 = 16 << 20;
 const COARSE_GRANULE: u64 = 2 << 20;
 /// Huge pages are multiples of this many bytes.
 const HUGE_GRANULE: u64 = 1 << 20;
-/// A new shared page is at least this fraction (1 / n) of the band's peak live bytes.
+/// A new shared page is at least this fraction (1 / n) of the band's peak live bytes
+/// (since the last explicit cleanup: see [`AdaptivePool::release_free_pages`]).
 const PAGES_PER_WORKING_SET: u64 = 8;
 
 /// The pages of one band.
@@ -86,6 +88,7 @@ struct Band {
     /// Its tier, once it made its first page.
     current: Option<usize>,
     live: u64,
+    /// The most bytes live at once since the pool was made or last cleaned up.
     peak_live: u64,
 }
 
@@ -399,10 +402,17 @@ impl AdaptivePool {
         released
     }
 
-    /// Gives every entirely free page back.
+    /// Gives every entirely free page back, and starts each band's peak afresh from
+    /// what is live now: the working set that sizes new pages is the one since this
+    /// cleanup (a cleanup after a large phase of work would otherwise leave every later
+    /// page sized for that phase: on the H200, after a fill to 8 GiB, 400 tensors of
+    /// 4 KiB-3 MiB took 1 GiB pages and kept 1 GiB reserved for 56 MiB in use).
     pub(crate) fn release_free_pages<S: ComputeStorage>(&mut self, storage: &mut S) {
         self.sweep(storage, Sweep::All);
         self.release_where(storage, |_| true);
+        for band in &mut self.bands {
+            band.peak_live = band.live;
+        }
     }
 
     fn page_count(&self) -> u64 {
@@ -503,6 +513,20 @@ mod tests {
         assert_eq!(pool.page_for(SHARED, 12 * MIB), 12 * MIB);
         assert_eq!(ladder_up(1000), 1024);
         assert_eq!(ladder_up(17 << 20), 17 << 20);
+    }
+
+    /// A cleanup starts the working set afresh: pages made after it are sized for what
+    /// is live, not for the largest phase before it.
+    #[test]
+    fn a_cleanup_sizes_later_pages_for_the_working_set_after_it() {
+        let mut storage = crate::storage::BytesStorage::default();
+        let mut pool = AdaptivePool::new(0, 1 << 30, 256);
+        pool.band_mut(SHARED).peak_live = 800 * MIB;
+        pool.band_mut(SHARED).live = 3 * MIB;
+        assert_eq!(pool.page_for(SHARED, 1024), 100 * MIB);
+        pool.release_free_pages(&mut storage);
+        assert_eq!(pool.band_mut(SHARED).peak_live, 3 * MIB);
+        assert_eq!(pool.page_for(SHARED, 1024), MIN_PAGE);
     }
 
     /// Pages never exceed the largest page.
