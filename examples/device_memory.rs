@@ -68,7 +68,11 @@ fn main() {
     client.sync().expect("dropped: sync");
     client.cleanup();
     client.sync().expect("dropped: sync");
-    table.point(&client, "dropped: all, sync + cleanup + sync", Target::Dropped);
+    table.point(
+        &client,
+        "dropped: all, sync + cleanup + sync",
+        Target::Dropped,
+    );
     table.print();
 }
 

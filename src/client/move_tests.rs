@@ -203,7 +203,7 @@ fn a_compaction_never_moves_a_healthy_slice_into_a_destroyed_page() {
     resource.buffer.destroy();
     drop(resource);
     let _ = client.compact();
-    assert_reads(&client, &[healthy.clone()]);
+    assert_reads(&client, std::slice::from_ref(&healthy));
     // Once the hold has ended (an application submission), the page must still take no
     // moved slice.
     drop(doomed);
