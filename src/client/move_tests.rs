@@ -213,6 +213,56 @@ fn a_compaction_never_moves_a_healthy_slice_into_a_destroyed_page() {
     drop(others);
 }
 
+/// Item 5, once the export's hold has ended: page A (three slices, one exported and
+/// destroyed by the application) and page B (one healthy slice). The application drops
+/// the resource and the handle, submits, and makes a reservation (050e8eb let the hold
+/// go only at the first reservation after the submission). A
+/// compaction empties B, the sparser page, only if A takes its slice: A is destroyed,
+/// so it must take nothing, and the healthy handle keeps its bytes and is named in no
+/// `PageDestroyed`. Before (050e8eb), nothing knew of the destruction once the hold had
+/// ended: the healthy slice was copied into A, the batch failed at submit, `compact`
+/// returned `PageDestroyed` naming the healthy handle, and reading it returned
+/// `Unwritten`.
+#[test]
+fn a_healthy_slice_never_moves_into_a_destroyed_page_once_its_export_ended() {
+    let Some(client) = client() else { return };
+    sliced(&client, MIB);
+    let all: Vec<_> = (0..8).map(|i| create(&client, 256 * KIB, i + 1)).collect();
+    let page_a = place(&client, &all[0].0).0;
+    assert_ne!(place(&client, &all[4].0).0, page_a, "two pages");
+    let doomed = all[0].0.clone();
+    let healthy = all[4].clone();
+    let others = vec![all[1].clone(), all[2].clone()];
+    drop(all);
+    client.sync().unwrap();
+    let resource = client.resource(&doomed).unwrap();
+    resource.buffer.destroy();
+    drop(resource);
+    drop(doomed);
+    client.queue().submit([]);
+    // Before, only this reservation let the export's hold go.
+    let _spare = client.empty(4 * KIB).unwrap();
+    let compacted = client.compact();
+    let read = client.read_blocking(&healthy.0);
+    assert!(
+        matches!(&read, Ok(bytes) if bytes[..] == healthy.1[..]),
+        "the healthy slice lost its bytes: {:?}",
+        read.err()
+    );
+    let id = healthy.0.memory().descriptor().id;
+    if let Err(ClientError::PageDestroyed { handles, .. }) = &compacted {
+        assert!(!handles.contains(&id), "the healthy handle was claimed");
+    }
+    assert_ne!(place(&client, &healthy.0).0, page_a, "it moved into A");
+    // A's own slices are the destroyed page's.
+    for (handle, _) in &others {
+        assert!(matches!(
+            client.read_blocking(handle),
+            Err(ClientError::PageDestroyed { .. })
+        ));
+    }
+}
+
 /// Items 7 and 8: export holds end at a submission through `queue()` from any thread,
 /// or a sync or cleanup; after dropping everything and one cleanup nothing is live and
 /// nothing is reserved, whatever threads exported what. A hold that never ends keeps
