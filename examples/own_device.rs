@@ -19,7 +19,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The application's own device.
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
     let adapter = pollster::block_on(instance.request_adapter(&Default::default()))?;
-    let (device, queue) = pollster::block_on(adapter.request_device(&Default::default()))?;
+    // Memory hints that fit the pools (small device memory blocks, so a page given back
+    // frees its device memory), as the README asks of an application's own device.
+    let descriptor = wgpu::DeviceDescriptor {
+        memory_hints: Client::memory_hints(),
+        ..Default::default()
+    };
+    let (device, queue) = pollster::block_on(adapter.request_device(&descriptor))?;
     println!("adapter: {}", adapter.get_info().name);
     run(device, queue)?;
     Ok(())

@@ -170,6 +170,22 @@ fn a_bare_unit_prefix_is_refused_naming_both_meanings() {
     }
 }
 
+/// `"64 Mb"` is how megabits are written (a lower-case `b` beside an upper-case prefix):
+/// refused, naming the byte spelling; the same letters in lower case are a byte unit.
+#[test]
+fn a_unit_written_as_bits_is_refused() {
+    for (text, bytes) in [("64 Mb", "64 MB"), ("8 Kib", "8 KiB"), ("1Gb", "1 GB")] {
+        let reason = MemorySize::parse(text).expect_err("bits are refused");
+        assert!(
+            reason.contains("bits") && reason.contains(bytes),
+            "{text:?}: {reason}"
+        );
+        let error = parse_error(&format!("[memory]\nbudget = {text:?}\n"));
+        assert_message(&error, &["budget", bytes]);
+    }
+    assert_eq!(MemorySize::parse("64 mb"), Ok(64_000_000));
+}
+
 #[test]
 fn bad_sizes_are_refused_with_entry_field_and_value() {
     for text in [

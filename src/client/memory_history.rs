@@ -160,6 +160,10 @@ impl Client {
                 .unwrap_or(0);
             budget
         });
+        if let Some(budget) = &detail.budget {
+            // The memory layer's own warning can only say that the storage refused a page.
+            tracing::warn!(%budget, "the memory budget refused a reservation");
+        }
         detail.device = self.device_memory();
         let path = self.shared.oom_snapshot.lock().clone();
         let written = path.and_then(|path| match write_snapshot(&snapshot, &path) {

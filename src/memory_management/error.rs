@@ -70,12 +70,14 @@ pub enum ReserveError {
         /// The pool's largest free slice, in bytes: the biggest reservation it could take.
         largest_free_slice: u64,
     },
-    /// The device refused a new page even after every free page was given back and, when
+    /// The storage refused a new page (the device is out of memory, or a limit the storage
+    /// enforces, such as a client's budget, refused it first: `IoError::OutOfMemory` does not
+    /// say which) even after every free page was given back and, when
     /// the owner reported bytes pending release (see
     /// [`PendingRelease`](super::PendingRelease)), after those were waited for. Retrying
     /// after live handles are dropped can help.
     #[error(
-        "out of device memory reserving {} ({requested} bytes): {} in use, {} reserved, largest free slice {} (fragmentation {:.1} %){}, {} still pending release; the device said: {}",
+        "out of memory reserving {} ({requested} bytes): {} in use, {} reserved, largest free slice {} (fragmentation {:.1} %){}, {} still pending release; the storage refused a page: {}",
         format_bytes(*requested),
         format_bytes(*bytes_in_use),
         format_bytes(*bytes_reserved),
@@ -156,9 +158,11 @@ pub fn io_error_text(error: &IoError) -> String {
         IoError::BufferTooBig { size, .. } => {
             format!("a buffer of {size} bytes is over the device's limit")
         }
-        IoError::OutOfMemory { size, .. } => {
-            format!("out of device memory allocating {size} bytes")
-        }
+        // The storage says no more than this: the device ran out, or a limit the storage
+        // enforces (a client's budget, a host storage's capacity) refused the page first.
+        IoError::OutOfMemory { size, .. } => format!(
+            "no page of {size} bytes (the device is out of memory, or a budget or capacity the storage enforces refused it)"
+        ),
         IoError::PageUpdateForbidden { size, .. } => format!(
             "no room for {size} bytes in the pages held, and adding a page is not allowed now"
         ),

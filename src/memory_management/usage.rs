@@ -59,6 +59,7 @@ pub fn pool_line(pool: &MemoryPoolReport) -> String {
         ),
         // Its pages have many sizes: `page_size` is the largest (no page is outdated,
         // `outdated_pages` stays 0).
+        MemoryPoolKind::Adaptive { page_size: 0, .. } => "adaptive (no pages)".to_string(),
         MemoryPoolKind::Adaptive { page_size, .. } => {
             format!("adaptive (pages up to {})", format_bytes(page_size))
         }
@@ -83,7 +84,26 @@ pub fn pool_line(pool: &MemoryPoolReport) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::format_bytes;
+    use super::{format_bytes, pool_line};
+    use cubecl_runtime::memory_management::{MemoryPoolKind, MemoryPoolReport, MemoryUsage};
+
+    /// An adaptive pool that gave every page back says so (it read "pages up to 0 B").
+    #[test]
+    fn an_adaptive_pool_without_pages_says_so() {
+        let report = |page_size| MemoryPoolReport {
+            kind: MemoryPoolKind::Adaptive {
+                page_size,
+                outdated_pages: 0,
+            },
+            usage: MemoryUsage::default(),
+            pages: 0,
+            pages_peak: 1,
+            pages_unmapped: 0,
+            largest_alloc: 0,
+        };
+        assert!(pool_line(&report(0)).starts_with("adaptive (no pages): 0 pages"));
+        assert!(pool_line(&report(2 << 20)).starts_with("adaptive (pages up to 2.00 MiB)"));
+    }
 
     /// Binary units, two decimals, plain bytes below 1 KiB.
     #[test]

@@ -54,7 +54,8 @@ impl MemorySize {
     ///
     /// - `<number>`: decimal digits, optionally with one `.` and a fraction (`"1.5"`);
     ///   `_` may separate digits (`"1_048_576"`). A fraction of a byte is truncated.
-    /// - `<unit>`, in any case: none or `B` (bytes); the binary units `KiB` (2^10 bytes),
+    /// - `<unit>`, in any case, except a lower-case `b` beside an upper-case letter
+    ///   (`"Mb"`, `"Kib"`: how bits are written, refused): none or `B` (bytes); the binary units `KiB` (2^10 bytes),
     ///   `MiB` (2^20), `GiB` (2^30), `TiB` (2^40); the decimal units `kB` (10^3 bytes),
     ///   `MB` (10^6), `GB` (10^9), `TB` (10^12). Each means what the standard says
     ///   (IEC 80000-13): `"64 MB"` is 64 000 000 bytes and `"64 MiB"` is 67 108 864. A
@@ -65,7 +66,7 @@ impl MemorySize {
     ///
     /// A reason, for the caller to put in [`PoolConfigError::BadSize`], when the string is
     /// empty, negative, not a number (`"nan"`, `"abc"`), has a misplaced `_` or a second
-    /// `.`, names an unknown unit (`"5XB"`) or a bare prefix (`"64M"`: the reason names
+    /// `.`, names an unknown unit (`"5XB"`), a unit written as bits (`"64 Mb"`) or a bare prefix (`"64M"`: the reason names
     /// `64 MiB` and `64 MB`), or comes to more than `u64::MAX` bytes.
     ///
     /// # Panics
@@ -93,6 +94,17 @@ impl MemorySize {
             return Err(format!(
                 "{text:?} is ambiguous: write \"{number} {binary}\" ({binary} = 1024-based) or \
                  \"{number} {decimal}\" ({decimal} = 1000-based)"
+            ));
+        }
+        let written = rest.trim_start();
+        if written.ends_with('b') && written.chars().any(|c| c.is_ascii_uppercase()) {
+            // IEC 80000-13: `b` is the bit, `B` the byte. "64 Mb" (an upper-case prefix
+            // and a lower-case `b`) is how megabits are written; a unit all in lower case
+            // ("64 mb") is a byte unit typed in lower case.
+            let bytes = format!("{}B", &written[..written.len() - 1]);
+            return Err(format!(
+                "{text:?}: unit {written:?} is written as bits (`b` beside an upper-case \
+                 prefix); sizes are in bytes: write \"{number} {bytes}\""
             ));
         }
         let multiplier = UNITS

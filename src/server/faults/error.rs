@@ -18,8 +18,8 @@ fn snapshot_line(snapshot: Option<&std::path::Path>) -> String {
 }
 
 /// The reservation's own error as the first line of an out-of-memory message, unless the
-/// budget refused it (its line in the detail says more, and "out of device memory" would
-/// mislead).
+/// budget refused it (its line in the detail says more, and the memory layer can only say
+/// that the storage refused a page).
 fn reserve_line(error: &ReserveError, detail: &OutOfMemoryDetail) -> String {
     match detail.budget {
         Some(_) => String::new(),
@@ -72,7 +72,7 @@ pub enum ClientError {
     /// `snapshot` is `None`.
     /// The message holds the reservation's own error where the device or a pool refused
     /// it, and no `source()`: a budget refusal reaches the memory as the storage's
-    /// out-of-memory, and its text ("out of device memory") would mislead there.
+    /// out-of-memory, and its text cannot tell a budget from the device.
     #[error("{}{detail}{}", reserve_line(error, detail), snapshot_line(.snapshot.as_deref()))]
     OutOfMemory {
         /// The reservation's error, with the memory's numbers. When `detail.budget` is
