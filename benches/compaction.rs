@@ -41,12 +41,59 @@ fn main() {
     let info = client.adapter_info().map(|info| info.name.clone());
     println!("adapter: {}", info.unwrap_or_default());
     install(&client);
-    let (mut ours, mut bare) = (Vec::new(), Vec::new());
+    let (mut ours, mut bare, mut freeing) = (Vec::new(), Vec::new(), Vec::new());
     for rep in 0..reps {
         ours.push(time_compaction(&client, moved, rep == 0));
         bare.push(time_bare(&client, moved));
+        freeing.push(time_bare_freeing(&client, moved));
     }
+    let freeing = median(freeing);
     report(moved, median(ours), median(bare));
+    println!(
+        "bare copies and dropping {} used pages of {} MiB, until the device is done: {:.3} ms (what giving pages back costs wgpu and the driver)",
+        moved * 2 / PAGE,
+        PAGE / MIB,
+        freeing.as_secs_f64() * 1e3
+    );
+}
+
+/// The bare copies, then dropping as many used pages of [`PAGE`] bytes as a pass gives
+/// back, timed until the device is done (wgpu frees their memory once the copies ran):
+/// how much of a pass is the driver freeing pages.
+fn time_bare_freeing(client: &Client, moved: u64) -> Duration {
+    let device = client.device();
+    let buffer = |label, size| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    };
+    let (source, target) = (buffer("bare source", moved), buffer("bare target", moved));
+    let pages: Vec<wgpu::Buffer> = (0..moved * 2 / PAGE)
+        .map(|_| buffer("bare page", PAGE))
+        .collect();
+    let mut encoder = device.create_command_encoder(&Default::default());
+    for page in &pages {
+        encoder.copy_buffer_to_buffer(&source, 0, page, 0, SLICE);
+    }
+    client.queue().submit([encoder.finish()]);
+    warm(client, &source, &target, moved);
+    let start = Instant::now();
+    let mut encoder = device.create_command_encoder(&Default::default());
+    for i in 0..moved / SLICE {
+        encoder.copy_buffer_to_buffer(&source, i * SLICE, &target, i * SLICE, SLICE);
+    }
+    for page in &pages {
+        encoder.copy_buffer_to_buffer(page, 0, &target, 0, SLICE);
+    }
+    client.queue().submit([encoder.finish()]);
+    drop(pages);
+    device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .expect("poll");
+    start.elapsed()
 }
 
 /// One sliced pool of 32 MiB pages for 1 MiB slices.

@@ -55,6 +55,7 @@ const OURS: &str = "wgpu-memory";
 const OURS_TO_VEC: &str = "wgpu-memory+to_vec";
 const OURS_SCAN: &str = "wgpu-memory+scan";
 const HOST_TO_VEC: &str = "host-to_vec";
+const HOST_SCAN: &str = "host-scan";
 const BARE_NEW: &str = "bare-new-staging";
 const BARE_REUSED: &str = "bare-reused-staging";
 
@@ -334,6 +335,13 @@ fn ours_large_scan(setup: &Setup) -> u64 {
     scan(&bytes)
 }
 
+/// Reference: reading every byte of ordinary host memory (the same sum as
+/// `ours_large_scan`): with `ours_large`'s time, what a scan of the view would cost if
+/// the staging memory read like ordinary memory.
+fn host_scan(setup: &Setup) -> u64 {
+    scan(black_box(&setup.large_pattern))
+}
+
 /// Reference: copying the same number of bytes from host memory into a new `Vec`.
 fn host_to_vec(setup: &Setup) -> u64 {
     touch(&setup.large_pattern.to_vec())
@@ -407,13 +415,14 @@ fn median_seconds(case: &str, side: &str) -> Option<(f64, usize)> {
 type Routine = fn(&Setup) -> u64;
 
 fn readback(c: &mut Criterion, setup: Option<&Setup>) {
-    let large: [(&'static str, Routine); 6] = [
+    let large: [(&'static str, Routine); 7] = [
         (OURS, ours_large),
         (BARE_NEW, |s| bare_large(s, false)),
         (BARE_REUSED, |s| bare_large(s, true)),
         (OURS_SCAN, ours_large_scan),
         (OURS_TO_VEC, ours_large_to_vec),
         (HOST_TO_VEC, host_to_vec),
+        (HOST_SCAN, host_scan),
     ];
     let small: [(&'static str, Routine); 3] = [
         (OURS, ours_small),
@@ -597,6 +606,10 @@ fn print_report(setup: &Setup, test_mode: bool) {
             HOST_TO_VEC,
             "no GPU: the same bytes copied host Vec -> new Vec",
         ),
+        (
+            HOST_SCAN,
+            "no GPU: every byte of host memory read (u64 sum)",
+        ),
     ] {
         println!("| {side} | {what} | {} |", show(gbps(side), "GB/s"));
     }
@@ -612,6 +625,7 @@ fn print_report(setup: &Setup, test_mode: bool) {
                 OURS_SCAN,
                 OURS_TO_VEC,
                 HOST_TO_VEC,
+                HOST_SCAN,
             ][..],
         ),
         (SMALL, &[OURS, BARE_NEW, BARE_REUSED][..]),
