@@ -184,16 +184,12 @@ fn a_compaction_inside_the_exports_flush_does_not_move_the_exported_slice() {
     assert_reads(&client, &[(target, old)]);
 }
 
-/// Item 5: the application destroyed the page of a resource it held, then dropped the
-/// resource; the client has not noticed. A compaction must not move a healthy slice into
-/// that page (before: the batch failed, and the healthy handle read `Unwritten` and was
-/// named in `PageDestroyed`).
-#[test]
-fn a_compaction_never_moves_a_healthy_slice_into_a_destroyed_page() {
-    let Some(client) = client() else { return };
-    sliced(&client, MIB);
-    let all: Vec<_> = (0..8).map(|i| create(&client, 256 * KIB, i + 1)).collect();
-    // Page A keeps three slices (one exported, then destroyed); page B keeps one.
+/// Page A keeps three slices, one of them (`doomed`, returned first) exported and its
+/// buffer destroyed by the application, the resource dropped; page B keeps one healthy
+/// slice. Returns (doomed, healthy, A's two others).
+fn destroyed_page(client: &Client) -> (Handle, Kept, Vec<Kept>) {
+    sliced(client, MIB);
+    let all: Vec<_> = (0..8).map(|i| create(client, 256 * KIB, i + 1)).collect();
     let doomed = all[0].0.clone();
     let healthy = all[4].clone();
     let others = vec![all[1].clone(), all[2].clone()];
@@ -202,6 +198,17 @@ fn a_compaction_never_moves_a_healthy_slice_into_a_destroyed_page() {
     let resource = client.resource(&doomed).unwrap();
     resource.buffer.destroy();
     drop(resource);
+    (doomed, healthy, others)
+}
+
+/// Item 5: the application destroyed the page of a resource it held, then dropped the
+/// resource; the client has not noticed. A compaction must not move a healthy slice into
+/// that page (before: the batch failed, and the healthy handle read `Unwritten` and was
+/// named in `PageDestroyed`).
+#[test]
+fn a_compaction_never_moves_a_healthy_slice_into_a_destroyed_page() {
+    let Some(client) = client() else { return };
+    let (doomed, healthy, others) = destroyed_page(&client);
     let _ = client.compact();
     assert_reads(&client, std::slice::from_ref(&healthy));
     // Once the hold has ended (an application submission), the page must still take no
@@ -226,18 +233,9 @@ fn a_compaction_never_moves_a_healthy_slice_into_a_destroyed_page() {
 #[test]
 fn a_healthy_slice_never_moves_into_a_destroyed_page_once_its_export_ended() {
     let Some(client) = client() else { return };
-    sliced(&client, MIB);
-    let all: Vec<_> = (0..8).map(|i| create(&client, 256 * KIB, i + 1)).collect();
-    let page_a = place(&client, &all[0].0).0;
-    assert_ne!(place(&client, &all[4].0).0, page_a, "two pages");
-    let doomed = all[0].0.clone();
-    let healthy = all[4].clone();
-    let others = vec![all[1].clone(), all[2].clone()];
-    drop(all);
-    client.sync().unwrap();
-    let resource = client.resource(&doomed).unwrap();
-    resource.buffer.destroy();
-    drop(resource);
+    let (doomed, healthy, others) = destroyed_page(&client);
+    let page_a = place(&client, &doomed).0;
+    assert_ne!(place(&client, &healthy.0).0, page_a, "two pages");
     drop(doomed);
     client.queue().submit([]);
     // Before, only this reservation let the export's hold go.
