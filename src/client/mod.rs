@@ -40,7 +40,8 @@ pub use crate::report::{BudgetUse, DeviceMemory};
 pub use crate::server::{
     BUDGET_FIELD, ClientError, Handle, HandleResource, Kernel, MAX_BATCH_COMMANDS, MAX_BIND_GROUPS,
     MAX_HELD_EXPORTS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes,
-    SMALLEST_UPLOAD_PAGE, STAGING_IDLE_OPERATIONS, STAGING_IDLE_RESERVATIONS, SubmitPolicy,
+    SMALLEST_UPLOAD_PAGE, STAGING_FLOOR, STAGING_IDLE_OPERATIONS, STAGING_IDLE_RESERVATIONS,
+    SubmitPolicy,
 };
 pub use cleanup::{CleanupReport, GivenBack};
 pub use compaction::CompactionReport;
@@ -272,7 +273,7 @@ impl Client {
         size: u64,
         fill: impl FnOnce(wgpu::WriteOnly<'_, [u8]>),
     ) -> Result<Handle, ClientError> {
-        self.before_upload();
+        self.before_upload(size);
         let mut main_failed = false;
         // Kept until used, so an attempt the budget refused before filling can be retried.
         let fill = std::cell::Cell::new(Some(fill));
@@ -356,7 +357,7 @@ impl Client {
         size: u64,
         fill: impl FnOnce(wgpu::WriteOnly<'_, [u8]>),
     ) -> Result<(), ClientError> {
-        self.before_upload();
+        self.before_upload(size);
         let fill = std::cell::Cell::new(Some(fill));
         let (due, refusal) = self.retry_over_budget(
             || {
@@ -387,8 +388,10 @@ impl Client {
     }
 
     /// Upload staging the device has not given back yet, in bytes: pages submitted and
-    /// not yet mapped again. A write waits for the device while this is over
-    /// [`MAX_IN_FLIGHT`] (256 MiB), so it stays under that plus one write.
+    /// not yet mapped again. A write waits for the device while this is over half the
+    /// main memory's working set (its bytes in use plus the write), at least
+    /// [`STAGING_FLOOR`] (1 MiB) and at most [`MAX_IN_FLIGHT`] (256 MiB), so it stays
+    /// under that bound plus one write.
     pub fn pending_upload_bytes(&self) -> u64 {
         self.shared.uploads_in_flight.load(Ordering::Relaxed)
     }

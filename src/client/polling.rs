@@ -1,20 +1,25 @@
 //! Polling the device outside every lock of ours, and the waits that bound upload
 //! staging in flight.
 
-use super::{Client, ClientError, MAX_IN_FLIGHT};
+use super::{Client, ClientError, MAX_IN_FLIGHT, STAGING_FLOOR};
 use std::sync::atomic::Ordering;
 
 impl Client {
-    /// Before an upload: notices a lost device, and waits for the device while upload
-    /// staging in flight is over [`MAX_IN_FLIGHT`] bytes, so a stream of writes holds a
-    /// bounded amount of staging. Every wait is on the device's answer, and there are at
-    /// most 64 of them.
-    pub(super) fn before_upload(&self) {
+    /// Before an upload of `size` bytes: notices a lost device, and waits for the device
+    /// while upload staging in flight is over its bound ([`staging_bound`]), so a stream
+    /// of writes holds a bounded amount of staging. Every wait is on the device's answer,
+    /// and there are at most 64 of them.
+    pub(super) fn before_upload(&self, size: u64) {
         self.notice_loss();
         for _ in 0..64 {
-            if self.shared.uploads_in_flight.load(Ordering::Relaxed) <= MAX_IN_FLIGHT
-                || self.shared.lost.message().is_some()
-            {
+            let in_flight = self.shared.uploads_in_flight.load(Ordering::Relaxed);
+            // Under the floor the working set is not even looked at (it costs a walk of
+            // the main memory's slices).
+            if in_flight <= STAGING_FLOOR || self.shared.lost.message().is_some() {
+                return;
+            }
+            let in_use = self.shared.server.lock().main.memory_usage().bytes_in_use;
+            if in_flight <= staging_bound(in_use, size) {
                 return;
             }
             let _ = self.flush();
@@ -53,5 +58,29 @@ impl Client {
                 false
             }
         }
+    }
+}
+
+/// The upload staging in flight a write of `size` bytes may find before it waits for the
+/// device, in bytes, when the main memory has `in_use` bytes in use: half the working set
+/// (`in_use + size`), at least [`STAGING_FLOOR`] and at most [`MAX_IN_FLIGHT`]. Staging
+/// holds a second copy of the bytes on their way, so this keeps it to at most half again
+/// the working set (issue 23: the main job's chain had every weight in flight at once,
+/// 4.5 MiB of staging for 2.2 MiB in use).
+pub(crate) fn staging_bound(in_use: u64, size: u64) -> u64 {
+    (in_use.saturating_add(size) / 2).clamp(STAGING_FLOOR, MAX_IN_FLIGHT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Half the working set, between the floor and the cap.
+    #[test]
+    fn staging_in_flight_is_bounded_by_half_the_working_set() {
+        assert_eq!(staging_bound(0, 4096), STAGING_FLOOR);
+        assert_eq!(staging_bound(6 << 20, 2 << 20), 4 << 20);
+        assert_eq!(staging_bound(4 << 30, 0), MAX_IN_FLIGHT);
+        assert_eq!(staging_bound(u64::MAX, u64::MAX), MAX_IN_FLIGHT);
     }
 }

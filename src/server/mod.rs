@@ -44,7 +44,9 @@ pub use memory::handle::{Handle, HandleResource, MAX_QUEUED_RELEASES};
 pub use reads::read_bytes::ReadBytes;
 pub use room::budget::BUDGET_FIELD;
 pub use room::pending::STAGING_IDLE_OPERATIONS;
-pub use uploads::upload::{MAX_IN_FLIGHT, SMALLEST_UPLOAD_PAGE, STAGING_IDLE_RESERVATIONS};
+pub use uploads::upload::{
+    MAX_IN_FLIGHT, SMALLEST_UPLOAD_PAGE, STAGING_FLOOR, STAGING_IDLE_RESERVATIONS,
+};
 
 pub(crate) use batch::{Batch, BatchFailure};
 pub(crate) use faults::lost::DeviceLoss;

@@ -46,6 +46,7 @@ mod roundtrip;
 mod snapshot;
 mod soak;
 mod staging;
+mod staging_bound;
 mod storage;
 mod threads;
 mod watchdog;

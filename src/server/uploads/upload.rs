@@ -53,6 +53,11 @@ pub const SMALLEST_UPLOAD_PAGE: u64 = 256 << 10;
 /// first waits for the device: 256 MiB.
 pub const MAX_IN_FLIGHT: u64 = 256 << 20;
 
+/// Upload staging bytes in flight under which a write never waits for the device: 1 MiB.
+/// Above it, a write waits while staging in flight is over half the main memory's working
+/// set (`Client`'s staging bound), so small working sets are not doubled by staging.
+pub const STAGING_FLOOR: u64 = 1 << 20;
+
 /// A free staging page that this many reservations of its memory in a row did not take
 /// goes back to the driver: 64. Staging pages serve bursts; a loop reuses its pages on
 /// every pass, so a page 64 page reservations have passed by belongs to a burst that is
