@@ -101,6 +101,10 @@ struct Shared {
     error_handlers: Mutex<Vec<UncapturedErrorCallback>>,
     /// Upload staging bytes submitted and not yet mapped again.
     uploads_in_flight: Arc<AtomicU64>,
+    /// The staging bound last computed from the working set (see `polling`), in bytes:
+    /// recomputed only when staging in flight passes it, so a stream of writes walks the
+    /// main memory's slices once per crossing, not once per write.
+    staging_bound: AtomicU64,
     /// Advanced by the application's submissions through `queue()`, its syncs and
     /// cleanups: ends the holds of exported slices (see `server::memory::exports`).
     export_epoch: Arc<crate::server::ExportEpoch>,
@@ -210,6 +214,7 @@ impl Client {
                 listeners: Mutex::new(Vec::new()),
                 error_handlers: Mutex::new(Vec::new()),
                 uploads_in_flight,
+                staging_bound: AtomicU64::new(STAGING_FLOOR),
                 export_epoch,
                 history: Arc::new(Mutex::new(History::new(0))),
                 oom_snapshot: Mutex::new(None),

@@ -13,13 +13,26 @@ impl Client {
         self.notice_loss();
         for _ in 0..64 {
             let in_flight = self.shared.uploads_in_flight.load(Ordering::Relaxed);
-            // Under the floor the working set is not even looked at (it costs a walk of
-            // the main memory's slices).
-            if in_flight <= STAGING_FLOOR || self.shared.lost.message().is_some() {
+            if self.shared.lost.message().is_some() {
                 return;
             }
+            // Under the floor the working set is not looked at, and the bound starts
+            // afresh for the next crossing.
+            if in_flight <= STAGING_FLOOR {
+                self.shared
+                    .staging_bound
+                    .store(STAGING_FLOOR, Ordering::Relaxed);
+                return;
+            }
+            if in_flight <= self.shared.staging_bound.load(Ordering::Relaxed) {
+                return;
+            }
+            // Past the bound last computed: compute it again (a walk of the main
+            // memory's slices), and wait only when staging is past that too.
             let in_use = self.shared.server.lock().main.memory_usage().bytes_in_use;
-            if in_flight <= staging_bound(in_use, size) {
+            let bound = staging_bound(in_use, size);
+            self.shared.staging_bound.store(bound, Ordering::Relaxed);
+            if in_flight <= bound {
                 return;
             }
             let _ = self.flush();
