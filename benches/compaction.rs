@@ -118,6 +118,9 @@ fn half_full(client: &Client, moved: u64) -> Vec<(Handle, u8)> {
         })
         .collect();
     client.sync().expect("sync");
+    // Waits until pages the last repetition gave back are freed (on the client's
+    // reclaimer thread), so no free of theirs overlaps the timed pass.
+    let _ = client.device_memory();
     held.into_iter().step_by(2).collect()
 }
 

@@ -7,6 +7,8 @@ use crate::report::{BudgetDetail, BudgetUse};
 use crate::server::{ClientError, Server};
 use std::sync::atomic::Ordering;
 
+pub use crate::storage::wgpu_storage::RECLAIM_WAIT;
+
 #[cfg(test)]
 thread_local! {
     /// Tests: run once on this thread where [`Client::retry_over_budget`] is about to
@@ -113,8 +115,21 @@ impl Client {
         if pending {
             let _ = self.flush();
             self.poll(wgpu::PollType::wait_indefinitely());
+            self.wait_reclaimed();
         }
         pending
+    }
+
+    /// Waits (at most [`RECLAIM_WAIT`]) until the reclaimer thread has freed the pages
+    /// the device is done with, so their bytes are credited; holds no lock of ours.
+    pub(super) fn wait_reclaimed(&self) {
+        let budget = self.shared.server.lock().shared_budget();
+        if !budget.wait_reclaimed(RECLAIM_WAIT) {
+            tracing::warn!(
+                waited = ?RECLAIM_WAIT,
+                "given-back pages are still being freed; going on without their bytes"
+            );
+        }
     }
 
     /// Gives back every free page of every memory (the slices of dropped handles

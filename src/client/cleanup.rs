@@ -88,7 +88,10 @@ impl Client {
     /// emptied what it can (see [`compact`](Self::compact)), and returns what each
     /// memory gave back. Submits the recorded work first, and lets wgpu finish the
     /// callbacks that hand staging pages back. Cached bind groups holding a given-back
-    /// page are dropped with it, so wgpu frees the page once the device is done with it.
+    /// page are dropped with it, so wgpu frees the page once the device is done with it;
+    /// pages the device is already done with are freed (on the client's reclaimer
+    /// thread, waited for at most [`RECLAIM_WAIT`](super::RECLAIM_WAIT)) before it
+    /// returns.
     ///
     /// Never fails: when wgpu refuses the batch carrying the compaction's copies (the
     /// moved slices are then claimed by that failure), a `tracing` warning says so, the
@@ -109,6 +112,9 @@ impl Client {
         // empty) batch, so the budget credits them once the device is done with them.
         let _ = self.flush();
         self.poll(wgpu::PollType::Poll);
+        // Pages the device was already done with are freed on the reclaimer thread; a
+        // cleanup returns once they are, so the budget and wgpu's report show them gone.
+        self.wait_reclaimed();
         CleanupReport {
             moves,
             bytes_moved,

@@ -64,9 +64,16 @@ impl Client {
     ///
     /// `None` where the backend gives no allocator report (Metal, GL, WebGPU).
     ///
+    /// Pages given back are freed on the client's reclaimer thread once the device is
+    /// done with them (so the driver's free never runs inside [`sync`](Self::sync) or a
+    /// cleanup); this first waits, at most [`RECLAIM_WAIT`](super::RECLAIM_WAIT), until
+    /// that thread has freed every page whose work the client has seen done, so a
+    /// `sync()` followed by `device_memory()` shows them gone.
+    ///
     /// # Complexity
     /// O(allocations on the device), under the client's lock.
     pub fn device_memory(&self) -> Option<DeviceMemory> {
+        self.wait_reclaimed();
         self.shared.server.lock().device_memory()
     }
 }

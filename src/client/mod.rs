@@ -43,6 +43,7 @@ pub use crate::server::{
     SMALLEST_UPLOAD_PAGE, STAGING_FLOOR, STAGING_IDLE_OPERATIONS, STAGING_IDLE_RESERVATIONS,
     SubmitPolicy,
 };
+pub use budget::RECLAIM_WAIT;
 pub use cleanup::{CleanupReport, GivenBack};
 pub use compaction::CompactionReport;
 pub use config::{load_submit_policy, parse_submit_policy};

@@ -129,7 +129,7 @@ impl Server {
                 MemoryManagementOptions::new("main").pools(pools),
             ),
         };
-        let budget = std::sync::Arc::new(Budget::default());
+        let budget = std::sync::Arc::new(Budget::with_reclaimer());
         let main = MemoryManagement::from_configuration(
             WgpuStorage::new(device.clone(), MAIN_USAGE, main_properties.alignment)
                 .with_budget(budget.clone()),

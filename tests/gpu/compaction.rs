@@ -152,12 +152,9 @@ fn a_move_bound_of_zero_turns_compaction_off() {
 #[test]
 fn given_back_pages_leave_wgpu() {
     let Some(client) = fresh() else { return };
-    let device = client.device().clone();
     let wgpu_bytes = || {
         client.sync().unwrap();
-        device
-            .generate_allocator_report()
-            .map(|report| report.total_allocated_bytes)
+        client.device_memory().map(|memory| memory.allocated)
     };
     let Some(before) = wgpu_bytes() else {
         eprintln!("skipping: this backend has no allocator report");

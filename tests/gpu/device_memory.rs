@@ -15,13 +15,13 @@ const MIB: u64 = 1 << 20;
 /// dropped): 16 MiB.
 const SLACK: u64 = 16 * MIB;
 
-/// wgpu's allocator report now: (bytes of live allocations, bytes of device memory
-/// blocks); `None` on a backend without one.
+/// wgpu's allocator report now, once the client's reclaimer has freed the pages whose
+/// work it has seen done: (bytes of live allocations, bytes of device memory blocks);
+/// `None` on a backend without one.
 fn wgpu_report(client: &Client) -> Option<(u64, u64)> {
     client
-        .device()
-        .generate_allocator_report()
-        .map(|report| (report.total_allocated_bytes, report.total_reserved_bytes))
+        .device_memory()
+        .map(|memory| (memory.allocated, memory.reserved))
 }
 
 /// A tiny deterministic generator (no timing, the same run every time).

@@ -22,7 +22,7 @@ use crate::kernels::{ADD_ONE, groups_for};
 use crate::misuse::AppAddOne;
 use crate::watchdog::within;
 use std::time::{Duration, Instant};
-use support::{Lcg, Tally, Wrong, add_one, device_blocks, memories_holding, open_measured};
+use support::{Lcg, Tally, Wrong, add_one, memories_holding, open_measured};
 use wgpu_memory::client::DEVICE_MEMORY_BLOCK;
 use wgpu_memory::memory_management::{PoolConfigError, parse_memory_config};
 use wgpu_memory::{Client, ClientError, Handle, Kernel};
@@ -388,9 +388,11 @@ fn eight_threads_mixing_every_operation_lose_no_byte_keep_nothing_and_never_hang
     );
     assert_eq!(client.held_exports(), 0);
     assert_eq!(client.pending_upload_bytes(), 0);
-    // wgpu frees a given-back buffer once the device is done with it.
+    // wgpu frees a given-back buffer once the device is done with it (on the client's
+    // reclaimer thread, which `device_memory` waits for).
     client.sync().unwrap();
-    if let (Some(before), Some(after)) = (device_before, device_blocks(client.device())) {
+    let after = client.device_memory().map(|memory| memory.reserved);
+    if let (Some(before), Some(after)) = (device_before, after) {
         eprintln!(
             "soak: wgpu's device memory blocks: {before} bytes before the client, {after} after"
         );

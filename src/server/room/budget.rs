@@ -153,6 +153,11 @@ impl Server {
         &self.budget
     }
 
+    /// The budget, to wait on its reclaimer with the server's lock let go.
+    pub(crate) fn shared_budget(&self) -> std::sync::Arc<Budget> {
+        self.budget.clone()
+    }
+
     /// Sets the budget over every memory (`None`: no budget). A budget below what the
     /// memories hold first gives back every free page.
     ///

@@ -20,11 +20,22 @@
 //!    that callback once the device is done with every submission so far, and dropping
 //!    the bucket credits its bytes.
 //!
+//! A client's budget ([`Budget::with_reclaimer`]) also holds the given-back buffers
+//! themselves in the bucket, and dropping the bucket hands them to its
+//! [`Reclaimer`](super::reclaimer) thread, which drops them (wgpu frees their device
+//! memory then, since nothing uses them) and only then credits their bytes: the driver's
+//! free runs off the thread that waited for the device, and the budget never lends bytes
+//! the device still holds. The open bucket holds at most the pages given back since the
+//! last batch was taken.
+//!
 //! A reservation the budget refuses while bytes are retiring is retried by the client
 //! after it flushed and waited for the device.
 
+use super::reclaimer::Reclaimer;
+use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// The cap on the bytes of every page held, in bytes, and what is held against it.
 ///
@@ -52,6 +63,9 @@ pub struct Budget {
     /// Bytes of dropped pages still charged: the open bucket and every closed one whose
     /// work is not known done. Part of `held`.
     retiring: AtomicU64,
+    /// Buffers of the open bucket, when a reclaimer frees them (see the module doc).
+    open_pages: Mutex<Vec<wgpu::Buffer>>,
+    reclaimer: Option<Reclaimer>,
 }
 
 /// A closed bucket of retired page bytes: credited back to the budget when dropped (by
@@ -62,6 +76,8 @@ pub struct Budget {
 pub struct Retiring {
     budget: Arc<Budget>,
     bytes: u64,
+    /// The buffers, for the budget's reclaimer to drop (empty without one).
+    pages: Vec<wgpu::Buffer>,
 }
 
 impl Retiring {
@@ -73,8 +89,16 @@ impl Retiring {
 
 impl Drop for Retiring {
     fn drop(&mut self) {
-        self.budget.release(self.bytes);
-        sub(&self.budget.retiring, self.bytes);
+        let pages = std::mem::take(&mut self.pages);
+        let (budget, bytes) = (self.budget.clone(), self.bytes);
+        let credit = move || budget.credit(bytes);
+        match &self.budget.reclaimer {
+            Some(reclaimer) if !pages.is_empty() => reclaimer.send(pages, Box::new(credit)),
+            _ => {
+                drop(pages);
+                credit();
+            }
+        }
     }
 }
 
@@ -94,11 +118,38 @@ impl Default for Budget {
             refusals: AtomicU64::new(0),
             open_retiring: AtomicU64::new(0),
             retiring: AtomicU64::new(0),
+            open_pages: Mutex::new(Vec::new()),
+            reclaimer: None,
         }
     }
 }
 
 impl Budget {
+    /// A budget without a cap whose given-back buffers are freed on a thread of its own
+    /// once the device is done with them (see the module doc); a budget like
+    /// [`Default`]'s, freeing them where they are given back, when no thread starts.
+    pub fn with_reclaimer() -> Self {
+        Self {
+            reclaimer: Reclaimer::spawn(),
+            ..Self::default()
+        }
+    }
+
+    /// Waits until the reclaimer has freed every bucket the device was done with, at
+    /// most `timeout`; whether it did (always `true` without a reclaimer). Call it with no
+    /// lock held that wgpu's callbacks may take.
+    pub fn wait_reclaimed(&self, timeout: Duration) -> bool {
+        self.reclaimer
+            .as_ref()
+            .is_none_or(|reclaimer| reclaimer.wait_idle(timeout))
+    }
+
+    /// Credits the bytes of a bucket whose buffers are gone.
+    fn credit(&self, bytes: u64) {
+        self.release(bytes);
+        sub(&self.retiring, bytes);
+    }
+
     /// The cap, in bytes, or `None` for no cap.
     pub fn limit(&self) -> Option<u64> {
         match self.limit.load(Ordering::Relaxed) {
@@ -174,15 +225,35 @@ impl Budget {
         self.open_retiring.fetch_add(bytes, Ordering::Relaxed);
     }
 
+    /// Retires a given-back page: its buffer joins the open bucket when a reclaimer frees
+    /// it, and is dropped here otherwise (wgpu then frees it once its work is done).
+    pub(crate) fn retire_page(&self, buffer: wgpu::Buffer) {
+        let bytes = buffer.size();
+        match self.reclaimer {
+            Some(_) => {
+                let mut pages = self.open_pages.lock();
+                pages.push(buffer);
+                self.retire(bytes);
+            }
+            None => {
+                drop(buffer);
+                self.retire(bytes);
+            }
+        }
+    }
+
     /// Closes the open bucket: the pages retired since the last close, or `None` when
     /// none was. Call it when the pending work is taken for submission, and credit the
     /// bucket (drop it) once the device is done with that submission.
     pub fn close_retiring(self: &Arc<Self>) -> Option<Retiring> {
+        // Under the lock `retire_page` takes, so the bytes and the buffers agree.
+        let mut open = self.open_pages.lock();
         match self.open_retiring.swap(0, Ordering::Relaxed) {
             0 => None,
             bytes => Some(Retiring {
                 budget: self.clone(),
                 bytes,
+                pages: std::mem::take(&mut *open),
             }),
         }
     }
@@ -231,6 +302,50 @@ mod tests {
         drop(first);
         assert_eq!((budget.held(), budget.retiring()), (10, 0));
         assert!(budget.try_hold(90));
+    }
+
+    /// With a reclaimer, a given-back page stays held (and its buffer alive in wgpu's
+    /// report) while its bucket is open or closed; dropping the bucket frees the buffer on
+    /// the reclaimer's thread, and only then are its bytes credited.
+    #[test]
+    fn a_reclaimed_page_is_credited_once_its_buffer_is_gone() {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        let Ok(adapter) = pollster::block_on(instance.request_adapter(&Default::default())) else {
+            return;
+        };
+        let (device, _) = pollster::block_on(adapter.request_device(&Default::default())).unwrap();
+        let allocated = || {
+            device
+                .generate_allocator_report()
+                .map(|report| report.total_allocated_bytes)
+        };
+        let before = allocated();
+        let budget = Arc::new(Budget::with_reclaimer());
+        assert!(budget.reclaimer.is_some(), "the thread started");
+        assert!(budget.try_hold(1 << 20));
+        let page = device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 1 << 20,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
+        budget.retire_page(page);
+        let bucket = budget.close_retiring().expect("one page retired");
+        assert_eq!((bucket.bytes(), bucket.pages.len()), (1 << 20, 1));
+        assert!(budget.wait_reclaimed(Duration::from_secs(10)));
+        assert_eq!((budget.held(), budget.retiring()), (1 << 20, 1 << 20));
+        if let (Some(before), Some(held)) = (before, allocated()) {
+            assert!(
+                held >= before + (1 << 20),
+                "the bucket keeps the buffer alive"
+            );
+        }
+        drop(bucket);
+        assert!(budget.wait_reclaimed(Duration::from_secs(10)));
+        assert_eq!((budget.held(), budget.retiring()), (0, 0));
+        if let (Some(before), Some(after)) = (before, allocated()) {
+            assert_eq!(after, before, "the reclaimer dropped the buffer");
+        }
     }
 
     #[test]

@@ -5,9 +5,11 @@ mod copies;
 mod device_memory;
 pub mod error;
 pub mod limits;
+mod reclaimer;
 
 pub use copies::PendingCopy;
 pub use device_memory::DeviceMemory;
+pub use reclaimer::RECLAIM_WAIT;
 
 use super::{ComputeStorage, StorageHandle, StorageId, StorageUtilization};
 use budget::Budget;
@@ -29,9 +31,11 @@ use std::sync::Arc;
 ///   called (several storages may share one: [`with_budget`](Self::with_budget)); a page
 ///   that would cross the budget is `IoError::OutOfMemory` without calling wgpu, so the
 ///   memory above cleans up and retries as it does when the device refuses a page.
-/// - Deallocated buffers are dropped at [`flush`](ComputeStorage::flush); wgpu keeps a
-///   dropped buffer alive until the work already submitted on it is done, so its bytes
-///   are retired, not credited, in the budget (see [`budget`]).
+/// - Deallocated buffers are retired at [`flush`](ComputeStorage::flush): dropped there
+///   (wgpu keeps a dropped buffer alive until the work already submitted on it is done),
+///   or, under a budget [`with_reclaimer`](Budget::with_reclaimer), held until the device
+///   is done and dropped on the reclaimer's thread. Either way their bytes are retired,
+///   not credited, in the budget (see [`budget`]).
 #[derive(Debug)]
 pub struct WgpuStorage {
     device: wgpu::Device,
@@ -170,6 +174,12 @@ impl ComputeStorage for WgpuStorage {
             });
         }
         let real_size = size.max(1).next_multiple_of(COPY_ALIGNMENT);
+        // A page given back may still be on its way out on the reclaimer's thread: let
+        // it go first, so the device never holds both (the peak stays what it was when
+        // pages were freed inside the poll that saw their work done).
+        if !self.budget.wait_reclaimed(RECLAIM_WAIT) {
+            tracing::warn!(waited = ?RECLAIM_WAIT, "creating a page while given-back pages are still being freed");
+        }
         if !self.budget.try_hold(real_size) {
             tracing::debug!(
                 size = real_size,
@@ -213,7 +223,7 @@ impl ComputeStorage for WgpuStorage {
                 self.allocated -= buffer.size();
                 // Work recorded or submitted may still use the buffer: its bytes stay
                 // charged until the device is done with it (see `budget`).
-                self.budget.retire(buffer.size());
+                self.budget.retire_page(buffer);
                 self.deallocations += 1;
             }
         }
