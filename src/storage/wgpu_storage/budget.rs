@@ -22,7 +22,7 @@
 //!
 //! A client's budget ([`Budget::with_reclaimer`]) also holds the given-back buffers
 //! themselves in the bucket, and dropping the bucket hands them to its
-//! [`Reclaimer`](super::reclaimer) thread, which drops them (wgpu frees their device
+//! reclaimer thread (`reclaimer.rs`), which drops them (wgpu frees their device
 //! memory then, since nothing uses them) and only then credits their bytes: the driver's
 //! free runs off the thread that waited for the device, and the budget never lends bytes
 //! the device still holds. The open bucket holds at most the pages given back since the
