@@ -42,13 +42,23 @@ fn main() {
     println!("adapter: {}", info.unwrap_or_default());
     install(&client);
     let (mut ours, mut bare, mut freeing) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ours_host, mut bare_host) = (Vec::new(), Vec::new());
     for rep in 0..reps {
-        ours.push(time_compaction(&client, moved, rep == 0));
-        bare.push(time_bare(&client, moved));
+        let (total, host) = time_compaction(&client, moved, rep == 0);
+        ours.push(total);
+        ours_host.push(host);
+        let (total, host) = time_bare(&client, moved);
+        bare.push(total);
+        bare_host.push(host);
         freeing.push(time_bare_freeing(&client, moved));
     }
     let freeing = median(freeing);
     report(moved, median(ours), median(bare));
+    println!(
+        "host part, median: ours {:.3} ms (plan, record, give back pages, submit); bare {:.3} ms (record the same copies, submit)",
+        median(ours_host).as_secs_f64() * 1e3,
+        median(bare_host).as_secs_f64() * 1e3
+    );
     println!(
         "bare copies and dropping {} used pages of {} MiB, until the device is done: {:.3} ms (what giving pages back costs wgpu and the driver)",
         moved * 2 / PAGE,
@@ -124,7 +134,8 @@ fn half_full(client: &Client, moved: u64) -> Vec<(Handle, u8)> {
     held.into_iter().step_by(2).collect()
 }
 
-fn time_compaction(client: &Client, moved: u64, check: bool) -> Duration {
+/// One pass, timed until the device is done, and its host part (until `compact` returns).
+fn time_compaction(client: &Client, moved: u64, check: bool) -> (Duration, Duration) {
     let kept = half_full(client, moved);
     let start = Instant::now();
     let report = client.compact().expect("compact");
@@ -152,10 +163,12 @@ fn time_compaction(client: &Client, moved: u64, check: bool) -> Duration {
     }
     drop(kept);
     client.cleanup();
-    elapsed
+    (elapsed, recorded)
 }
 
-fn time_bare(client: &Client, moved: u64) -> Duration {
+/// The bare copies timed until the device is done, and their host part (recording and
+/// submitting).
+fn time_bare(client: &Client, moved: u64) -> (Duration, Duration) {
     let device = client.device();
     let buffer = |label| {
         device.create_buffer(&wgpu::BufferDescriptor {
@@ -169,21 +182,25 @@ fn time_bare(client: &Client, moved: u64) -> Duration {
     // Touch both once, so the timed copies are not the first use of the pages.
     warm(client, &source, &target, moved);
     let start = Instant::now();
-    warm(client, &source, &target, moved);
-    start.elapsed()
+    let host = warm(client, &source, &target, moved);
+    (start.elapsed(), host)
 }
 
 /// `moved / SLICE` copies of one slice each from `source` to `target`, waited for.
-fn warm(client: &Client, source: &wgpu::Buffer, target: &wgpu::Buffer, moved: u64) {
+/// Returns the time taken to record and submit them.
+fn warm(client: &Client, source: &wgpu::Buffer, target: &wgpu::Buffer, moved: u64) -> Duration {
     let device = client.device();
+    let start = Instant::now();
     let mut encoder = device.create_command_encoder(&Default::default());
     for i in 0..moved / SLICE {
         encoder.copy_buffer_to_buffer(source, i * SLICE, target, i * SLICE, SLICE);
     }
     client.queue().submit([encoder.finish()]);
+    let host = start.elapsed();
     device
         .poll(wgpu::PollType::wait_indefinitely())
         .expect("poll");
+    host
 }
 
 fn median(mut times: Vec<Duration>) -> Duration {

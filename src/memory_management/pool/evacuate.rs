@@ -124,8 +124,9 @@ pub(crate) fn census(
     pinned: Pinned<'_>,
     page_size: impl Fn(u32, u32) -> u64,
 ) -> Census {
-    // Per page: its census, whether a slice of it stays, whether one pins it whole.
-    let mut pages: BTreeMap<(u32, u32), (PageCensus, bool, bool)> = BTreeMap::new();
+    // Per page: its census, whether a slice of it stays, whether one pins it whole, and
+    // its page id (read once per page, not per slice).
+    let mut pages: BTreeMap<(u32, u32), (PageCensus, bool, bool, u64)> = BTreeMap::new();
     for (slot, id, slice) in slices.live_slots() {
         let entry = pages.entry((slice.tier, slice.page)).or_insert_with(|| {
             let census = PageCensus {
@@ -135,12 +136,13 @@ pub(crate) fn census(
                 live: 0,
                 slots: Vec::new(),
             };
-            (census, false, false)
+            let id = super::page_map::page_id(&slice.storage.id);
+            (census, false, false, id)
         });
         let size = slice.storage.size();
         entry.0.live += size + slice.padding;
         entry.0.slots.push((slot, size, size + slice.padding));
-        match pinned(id, super::page_map::page_id(&slice.storage.id)) {
+        match pinned(id, entry.3) {
             Pin::Free => {}
             Pin::Slice => entry.1 = true,
             Pin::Page => (entry.1, entry.2) = (true, true),
@@ -148,12 +150,12 @@ pub(crate) fn census(
     }
     let live = pages
         .iter()
-        .map(|(&key, (census, _, closed))| (key, (census.live, *closed)))
+        .map(|(&key, (census, _, closed, _))| (key, (census.live, *closed)))
         .collect();
     let mut candidates: Vec<PageCensus> = pages
         .into_values()
-        .filter(|(_, stays, _)| !stays)
-        .map(|(census, _, _)| census)
+        .filter(|(_, stays, _, _)| !stays)
+        .map(|(census, _, _, _)| census)
         .collect();
     candidates.sort_by(sparsest_first);
     Census { candidates, live }

@@ -34,19 +34,49 @@ impl WholePagePool {
 
 /// The number a page is known by: its storage id's value, unique in the process for as
 /// long as it runs (storage ids are never reused).
+///
+/// Runs twice per move of a compaction (and once per page of its census), so it reads the
+/// digits as `Display` writes them, with no string allocated (the value is private upstream; its
+/// `Display` is `StorageId(N)`).
 pub(crate) fn page_id(id: &StorageId) -> u64 {
-    // The value is private upstream; its `Display` is `StorageId(N)`.
-    let text = id.to_string();
-    text.strip_prefix("StorageId(")
-        .and_then(|rest| rest.strip_suffix(')'))
-        .and_then(|digits| digits.parse().ok())
-        .unwrap_or_else(|| {
+    use std::fmt::Write;
+    let mut digits = Digits::default();
+    match write!(digits, "{id}") {
+        Ok(()) if digits.count > 0 && !digits.overflow => digits.value,
+        _ => {
             // Never for the pinned cubecl-runtime; a stable stand-in if its format changes.
             use std::hash::{Hash, Hasher};
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
             id.hash(&mut hasher);
             hasher.finish()
-        })
+        }
+    }
+}
+
+/// The decimal digits of what is written to it, as one number (other characters are
+/// skipped).
+#[derive(Default)]
+struct Digits {
+    value: u64,
+    count: usize,
+    overflow: bool,
+}
+
+impl std::fmt::Write for Digits {
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        for digit in text.bytes().filter(u8::is_ascii_digit) {
+            let next = self
+                .value
+                .checked_mul(10)
+                .and_then(|value| value.checked_add(u64::from(digit - b'0')));
+            match next {
+                Some(value) => self.value = value,
+                None => self.overflow = true,
+            }
+            self.count += 1;
+        }
+        Ok(())
+    }
 }
 
 /// `pages` with the live slices of `table` placed in them by storage id. A live slice
