@@ -3,7 +3,7 @@
 use super::{ComputeStorage, StorageHandle, StorageId, StorageUtilization};
 use cubecl_runtime::server::IoError;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 /// Host pages that read as zeros until written. Deallocations wait for

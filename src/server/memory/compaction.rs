@@ -35,7 +35,7 @@ use crate::server::batch::PendingWork;
 use crate::server::faults::destroyed::DestroyedPages;
 use crate::storage::WgpuStorage;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 /// Pins held per allocation. Entries whose count fell to zero are pruned once the table

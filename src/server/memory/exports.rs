@@ -38,7 +38,8 @@ use crate::memory_management::{MemoryManagement, Pin, page_id};
 use crate::server::Server;
 use crate::storage::WgpuStorage;
 use cubecl_runtime::memory_management::{ManagedMemoryBinding, ManagedMemoryId};
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -188,7 +189,7 @@ impl Exports {
         &mut self,
         main: &MemoryManagement<WgpuStorage>,
     ) -> (HashMap<ManagedMemoryId, Pin>, Vec<u64>) {
-        let mut pins = HashMap::new();
+        let mut pins = HashMap::default();
         let mut probe: Vec<u64> = std::mem::take(&mut self.unprobed);
         for held in &mut self.held {
             if held.dropped_at() == ALIVE {

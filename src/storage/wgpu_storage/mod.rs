@@ -15,7 +15,7 @@ use super::{ComputeStorage, StorageHandle, StorageId, StorageUtilization};
 use budget::Budget;
 use cubecl_runtime::server::IoError;
 use limits::COPY_ALIGNMENT;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 /// Pages as wgpu buffers, all made with one set of usage flags.
@@ -91,7 +91,7 @@ impl WgpuStorage {
             usage,
             alignment,
             max_buffer_size,
-            buffers: HashMap::new(),
+            buffers: HashMap::default(),
             pending_dealloc: Vec::new(),
             allocated: 0,
             mapped_at_creation: false,
