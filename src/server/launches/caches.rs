@@ -13,7 +13,7 @@
 //!   and releases what is idle. Until then a given-back page stays alive in wgpu,
 //!   bounded by the cache's size.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
 
@@ -69,7 +69,7 @@ pub(crate) struct Lru<K, V> {
 impl<K: Eq + Hash + Clone, V: Clone> Lru<K, V> {
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             capacity: capacity.max(1),
             clock: 0,
         }
