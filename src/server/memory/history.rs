@@ -11,7 +11,8 @@ use crate::report::{EventKind, HistoryEvent, HistoryRing, LabelStack, MAIN_MEMOR
 use crate::server::Server;
 use crate::storage::WgpuStorage;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// How many freed allocations keep their label for snapshots (see
 /// `History::label_of`).
@@ -61,10 +62,10 @@ impl History {
                     u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
                 }),
             labels: LabelStack::default(),
-            live: HashMap::new(),
-            recently_freed: HashMap::new(),
+            live: HashMap::default(),
+            recently_freed: HashMap::default(),
             freed_order: VecDeque::new(),
-            moved: HashMap::new(),
+            moved: HashMap::default(),
             staging: BTreeMap::new(),
             backtraces: false,
         }
