@@ -117,6 +117,17 @@ impl Census {
     }
 }
 
+/// One page as the census sees it.
+struct CensusEntry {
+    census: PageCensus,
+    /// A slice of the page is pinned: the page gives nothing.
+    stays: bool,
+    /// A slice pins the page whole: it neither gives nor takes.
+    pinned_whole: bool,
+    /// The page's id, read once per page (not per slice).
+    page_id: u64,
+}
+
 /// Counts the live slices of `slices` per page; `page_size(tier, page)` gives the size of
 /// a page, in bytes.
 pub(crate) fn census(
@@ -124,38 +135,39 @@ pub(crate) fn census(
     pinned: Pinned<'_>,
     page_size: impl Fn(u32, u32) -> u64,
 ) -> Census {
-    // Per page: its census, whether a slice of it stays, whether one pins it whole, and
-    // its page id (read once per page, not per slice).
-    let mut pages: BTreeMap<(u32, u32), (PageCensus, bool, bool, u64)> = BTreeMap::new();
+    let mut pages: BTreeMap<(u32, u32), CensusEntry> = BTreeMap::new();
     for (slot, id, slice) in slices.live_slots() {
-        let entry = pages.entry((slice.tier, slice.page)).or_insert_with(|| {
-            let census = PageCensus {
-                tier: slice.tier,
-                page: slice.page,
-                page_size: page_size(slice.tier, slice.page),
-                live: 0,
-                slots: Vec::new(),
-            };
-            let id = super::page_map::page_id(&slice.storage.id);
-            (census, false, false, id)
-        });
+        let entry = pages
+            .entry((slice.tier, slice.page))
+            .or_insert_with(|| CensusEntry {
+                census: PageCensus {
+                    tier: slice.tier,
+                    page: slice.page,
+                    page_size: page_size(slice.tier, slice.page),
+                    live: 0,
+                    slots: Vec::new(),
+                },
+                stays: false,
+                pinned_whole: false,
+                page_id: super::page_map::page_id(&slice.storage.id),
+            });
         let size = slice.storage.size();
-        entry.0.live += size + slice.padding;
-        entry.0.slots.push((slot, size, size + slice.padding));
-        match pinned(id, entry.3) {
+        entry.census.live += size + slice.padding;
+        entry.census.slots.push((slot, size, size + slice.padding));
+        match pinned(id, entry.page_id) {
             Pin::Free => {}
-            Pin::Slice => entry.1 = true,
-            Pin::Page => (entry.1, entry.2) = (true, true),
+            Pin::Slice => entry.stays = true,
+            Pin::Page => (entry.stays, entry.pinned_whole) = (true, true),
         }
     }
     let live = pages
         .iter()
-        .map(|(&key, (census, _, closed, _))| (key, (census.live, *closed)))
+        .map(|(&key, entry)| (key, (entry.census.live, entry.pinned_whole)))
         .collect();
     let mut candidates: Vec<PageCensus> = pages
         .into_values()
-        .filter(|(_, stays, _, _)| !stays)
-        .map(|(census, _, _, _)| census)
+        .filter(|entry| !entry.stays)
+        .map(|entry| entry.census)
         .collect();
     candidates.sort_by(sparsest_first);
     Census { candidates, live }

@@ -145,13 +145,9 @@ impl PinRule {
     /// How the slice `id` in page `page` may move.
     pub(crate) fn pin(&self, id: ManagedMemoryId, page: u64) -> Pin {
         // Runs per live slice of a pass; the tables are nearly always empty, and an empty
-        // one answers without hashing the id.
-        if (!self.pinned.is_empty() && self.pinned.contains_key(&id))
-            || self.destroyed.contains(&page)
-        {
+        // map answers a lookup without hashing the key.
+        if self.pinned.contains_key(&id) || self.destroyed.contains(&page) {
             Pin::Page
-        } else if self.held.is_empty() {
-            Pin::Free
         } else {
             self.held.get(&id).copied().unwrap_or(Pin::Free)
         }
