@@ -40,8 +40,8 @@ pub use crate::report::{BudgetUse, DeviceMemory};
 pub use crate::server::{
     BUDGET_FIELD, ClientError, Handle, HandleResource, Kernel, MAX_BATCH_COMMANDS, MAX_BIND_GROUPS,
     MAX_HELD_EXPORTS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes,
-    SMALLEST_UPLOAD_PAGE, STAGING_FLOOR, STAGING_IDLE_OPERATIONS, STAGING_IDLE_RESERVATIONS,
-    SubmitPolicy,
+    SMALLEST_UPLOAD_PAGE, STAGING_FLOOR, STAGING_FREE_FLOOR, STAGING_IDLE_OPERATIONS,
+    STAGING_IDLE_RESERVATIONS, SubmitPolicy,
 };
 pub use budget::RECLAIM_WAIT;
 pub use cleanup::{CleanupReport, GivenBack};

@@ -45,7 +45,8 @@ pub use reads::read_bytes::ReadBytes;
 pub use room::budget::BUDGET_FIELD;
 pub use room::pending::STAGING_IDLE_OPERATIONS;
 pub use uploads::upload::{
-    MAX_IN_FLIGHT, SMALLEST_UPLOAD_PAGE, STAGING_FLOOR, STAGING_IDLE_RESERVATIONS,
+    MAX_IN_FLIGHT, SMALLEST_UPLOAD_PAGE, STAGING_FLOOR, STAGING_FREE_FLOOR,
+    STAGING_IDLE_RESERVATIONS,
 };
 
 pub(crate) use batch::{Batch, BatchFailure};

@@ -4,7 +4,7 @@
 
 use crate::device::{fresh, pattern};
 use wgpu_memory::Client;
-use wgpu_memory::client::{SMALLEST_UPLOAD_PAGE, STAGING_IDLE_OPERATIONS};
+use wgpu_memory::client::{SMALLEST_UPLOAD_PAGE, STAGING_FREE_FLOOR, STAGING_IDLE_OPERATIONS};
 use wgpu_memory::memory_management::MemoryReport;
 
 const KIB: usize = 1 << 10;
@@ -78,6 +78,48 @@ fn idle_staging_comes_back_without_a_cleanup() {
     // And staging comes back when needed.
     let read = client.read_blocking(&handles[3]).unwrap();
     assert!(*read == *data);
+}
+
+/// Free upload staging over a quarter of a small working set goes back at the next
+/// write, not 1024 operations later: the pages of a burst of creates do not sit beside
+/// the working set they filled (issue 23, item 5). Under a quarter, they stay.
+#[test]
+fn free_staging_over_a_quarter_of_the_working_set_goes_back_at_the_next_write() {
+    let Some(client) = fresh() else { return };
+    // While a large tensor is live the burst's free pages are under a quarter of the
+    // working set.
+    let large = client.empty(8 * MIB).unwrap();
+    let data = pattern(300 * KIB, 3);
+    let mut handles: Vec<_> = (0..4).map(|_| client.create(&data).unwrap()).collect();
+    client.sync().unwrap();
+    let (_, free) = held(&client.memory_report(), "upload");
+    assert!(
+        free > STAGING_FREE_FLOOR,
+        "the burst left {free} B of free staging, not over the floor"
+    );
+    // A write of the same size takes one of the free pages; the others stay.
+    handles.push(client.create(&data).unwrap());
+    assert_eq!(
+        held(&client.memory_report(), "upload").1,
+        free,
+        "free staging under a quarter of the working set was given back"
+    );
+    client.sync().unwrap();
+    // Without the large tensor the working set is 1.5 MiB: the next write gives the
+    // free pages back and keeps only its own.
+    drop(large);
+    handles.push(client.create(&data).unwrap());
+    assert_eq!(
+        held(&client.memory_report(), "upload"),
+        (1, 2 * SMALLEST_UPLOAD_PAGE),
+        "only the page of the write in flight is held ({free} B were free)"
+    );
+    for (i, handle) in handles.iter().enumerate() {
+        assert!(
+            *client.read_blocking(handle).unwrap() == *data,
+            "create {i}"
+        );
+    }
 }
 
 /// A loop that writes and reads on every pass keeps its staging: nothing is re-made.

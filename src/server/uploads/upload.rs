@@ -28,7 +28,8 @@
 //!    stream of writes holds a bounded amount of staging.
 //! 6. Free pages go back to the driver by themselves (see [`STAGING_IDLE_RESERVATIONS`]
 //!    and [`STAGING_IDLE_OPERATIONS`](crate::server::STAGING_IDLE_OPERATIONS)), without a
-//!    cleanup.
+//!    cleanup, and free pages over a quarter of the main memory's working set go back
+//!    at the next write ([`STAGING_FREE_FLOOR`]).
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryManagement, MemoryManagementOptions, MemoryPoolOptions, PoolType,
@@ -64,6 +65,16 @@ pub const STAGING_FLOOR: u64 = 1 << 20;
 /// over. Re-making a page is one `create_buffer` (and the driver zeroing it), paid at
 /// most once per 64 reservations per page.
 pub const STAGING_IDLE_RESERVATIONS: u64 = 64;
+
+/// Free upload staging (pages mapped again, taken by no batch) up to this many bytes is
+/// always kept: 512 KiB, two of the smallest pages (and always one page of the size the
+/// write takes: a loop that writes and syncs finds its last page not yet mapped again).
+/// Above that, free staging over a quarter of the main memory's bytes in use goes back to
+/// the driver at the next write: staging pages are a second copy of bytes on
+/// their way, and a small working set is not doubled by pages kept for writes that may
+/// not come (issue 23: the main job's chain kept 1.5 MiB of idle staging pages for 2.2 MiB
+/// in use).
+pub const STAGING_FREE_FLOOR: u64 = 2 * SMALLEST_UPLOAD_PAGE;
 
 /// Copies of at least this many bytes are split over several threads.
 const PARALLEL_COPY: usize = 8 << 20;
@@ -135,6 +146,36 @@ impl UploadStaging {
     /// Staging bytes submitted and not yet mapped again, in bytes.
     pub(crate) fn in_flight(&self) -> Arc<AtomicU64> {
         self.in_flight.clone()
+    }
+
+    /// The size of the page a write of `len` bytes takes when it needs one, in bytes.
+    pub(crate) fn page_size_for(&self, len: u64) -> u64 {
+        let len = len.max(1).next_multiple_of(wgpu::MAP_ALIGNMENT);
+        upload_page_size(len, self.memory.largest_page())
+    }
+
+    /// Bytes of free staging pages: held, and taken by no batch.
+    pub(crate) fn free_bytes(&self) -> u64 {
+        self.memory
+            .bytes_allocated()
+            .saturating_sub(self.in_flight.load(Ordering::Relaxed))
+    }
+
+    /// Gives every free staging page back when their bytes are over `bound` (pages taken
+    /// by a batch stay). O(1) when under it; otherwise a cleanup of the staging memory.
+    pub(crate) fn give_back_free_over(&mut self, bound: u64) {
+        let free = self.free_bytes();
+        if free <= bound {
+            return;
+        }
+        self.memory
+            .cleanup(crate::memory_management::Cleanup::Explicit);
+        tracing::debug!(
+            free,
+            bound,
+            held = self.memory.bytes_allocated(),
+            "free upload staging over its bound given back"
+        );
     }
 
     /// Page reservations made so far.
