@@ -17,6 +17,9 @@ pub(crate) use exclusive_pages::exclusive_pages;
 pub(crate) const SMALL_SLICE: u64 = 64 << 10;
 /// The page size of the adaptive layout's small pool, in bytes.
 pub(crate) const SMALL_PAGE: u64 = 512 << 10;
+/// The first page of the adaptive layout's small pool, in bytes: two of its largest
+/// slices; its later pages are [`SMALL_PAGE`] (see `SlicedPool::ramping`).
+pub(crate) const SMALL_FIRST_PAGE: u64 = 2 * SMALL_SLICE;
 
 /// The most dynamic pools a layout may have: a handle names its pool in a `u8`, and
 /// positions 254 and 255 are the dedicated and persistent pools.
@@ -44,8 +47,9 @@ pub(crate) fn scaled_period(bytes: u64) -> u64 {
 /// The pools of a preset configuration.
 ///
 /// `Adaptive`: a sliced pool of 512 KiB pages that takes reservations of up to 64 KiB
-/// (at least eight of its largest slices per page, and a small workload reserves
-/// little), then the adaptive pool, which takes every size. Routing uses room held in
+/// (at least eight of its largest slices per page; its first page is 128 KiB, so a small
+/// workload reserves little), then the
+/// adaptive pool, which takes every size. Routing uses room held in
 /// any accepting pool before a pool grows, so a small reservation goes into the
 /// adaptive pool's free room when the small pool has none; only the small pool grows
 /// for one.
@@ -95,7 +99,8 @@ pub(crate) fn instantiate(
                 max_slice_size,
             } => DynamicPool::Sliced(
                 SlicedPool::new(position as u8, *page_size, *max_slice_size, None, alignment)
-                    .without_near_page(),
+                    .without_near_page()
+                    .ramping(SMALL_FIRST_PAGE),
             ),
             PoolSpec::Adaptive => DynamicPool::Adaptive(AdaptivePool::new(
                 position as u8,
