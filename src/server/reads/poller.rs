@@ -141,6 +141,11 @@ struct State {
     changes: u64,
     /// Whether the thread is inside `device.poll`.
     polling: bool,
+    /// A test stands in for a poll in progress ([`Poller::as_if_polling`]): the thread's
+    /// own polls returning meanwhile do not end it (without this, a real poll returning
+    /// on a loaded machine cleared `polling` in the middle of the test's).
+    #[cfg(test)]
+    standing_in: bool,
     /// Readers to wake when the poll in progress returns, by their map's ticket: at most
     /// one per read in flight ([`Poller::wake_after_poll`]).
     after_poll: BTreeMap<u64, Waker>,
@@ -268,8 +273,13 @@ impl Poller {
     /// record a loss there; the readers parked meanwhile are woken afterwards.
     #[cfg(test)]
     pub(crate) fn as_if_polling<R>(&self, work: impl FnOnce() -> R) -> R {
-        self.shared.state.lock().polling = true;
+        {
+            let mut state = self.shared.state.lock();
+            state.polling = true;
+            state.standing_in = true;
+        }
         let result = work();
+        self.shared.state.lock().standing_in = false;
         poll_returned(&self.shared);
         result
     }
@@ -338,6 +348,10 @@ fn poll_returned(shared: &Shared) {
     let waiting = {
         let mut state = shared.state.lock();
         state.polling = false;
+        #[cfg(test)]
+        {
+            state.polling = state.standing_in;
+        }
         std::mem::take(&mut state.after_poll)
     };
     wake_caught(waiting.into_values());
