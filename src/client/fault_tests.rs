@@ -89,7 +89,21 @@ fn a_read_awaited_inside_a_callback_on_the_poller_thread_completes() {
                     let read = inner.read_blocking(&wanted).map(|bytes| bytes == data);
                     let _ = sender.send((on_poller, read));
                 });
-                let seen = receiver.recv().expect("the callback ran");
+                // On a loaded machine the busy kernel may be done before the callback is
+                // registered: the poller then has nothing left to wait for, and nobody
+                // would poll again. Poll here after a second; the callback then runs on
+                // this thread, and the attempt is retried.
+                let seen = loop {
+                    match receiver.recv_timeout(Duration::from_secs(1)) {
+                        Ok(seen) => break seen,
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            let _ = client.device().poll(wgpu::PollType::Poll);
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => {
+                            panic!("the callback was dropped without running")
+                        }
+                    }
+                };
                 drop(held);
                 seen
             },
