@@ -143,8 +143,8 @@ struct State {
     polling: bool,
     /// A test stands in for a poll in progress ([`Poller::as_if_polling`]): the thread's
     /// own polls returning meanwhile do not end it (without this, a real poll returning
-    /// on a loaded machine cleared `polling` in the middle of the test's).
-    #[cfg(test)]
+    /// on a loaded machine cleared `polling` in the middle of the test's). Always false
+    /// outside tests.
     standing_in: bool,
     /// Readers to wake when the poll in progress returns, by their map's ticket: at most
     /// one per read in flight ([`Poller::wake_after_poll`]).
@@ -347,11 +347,7 @@ fn wake_parked(shared: &Shared) {
 fn poll_returned(shared: &Shared) {
     let waiting = {
         let mut state = shared.state.lock();
-        state.polling = false;
-        #[cfg(test)]
-        {
-            state.polling = state.standing_in;
-        }
+        state.polling = state.standing_in;
         std::mem::take(&mut state.after_poll)
     };
     wake_caught(waiting.into_values());

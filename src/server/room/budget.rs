@@ -27,7 +27,7 @@ use crate::report::{BudgetDetail, MemoryHeld};
 use crate::server::Server;
 use crate::server::faults::error::ClientError;
 use crate::server::memory::compaction::RoomInBatch;
-use crate::server::uploads::upload::{Region, STAGING_FREE_FLOOR, out_of_room};
+use crate::server::uploads::upload::{Region, out_of_room};
 use crate::storage::wgpu_storage::budget::Budget;
 use cubecl_runtime::memory_management::ManagedMemoryHandle;
 use std::cell::RefCell;
@@ -91,16 +91,9 @@ impl Server {
         let region = self.with_room("upload", len, |server| {
             server.uploads.region(len, &mut server.pending)
         })?;
-        // One free page of this write's size always stays: a loop that writes and syncs
-        // finds its last page not yet mapped again, and takes it on the pass after.
-        let spare = self.uploads.page_size_for(len);
-        // Free staging over that is weighed against the working set (a walk of the main
-        // memory's slices, so only then).
-        if self.uploads.free_bytes() > STAGING_FREE_FLOOR.max(spare) {
-            let in_use = self.main.memory_usage().bytes_in_use;
-            self.uploads
-                .give_back_free_over(STAGING_FREE_FLOOR.max(spare).max(in_use / 4));
-        }
+        let main = &self.main;
+        self.uploads
+            .give_back_free_after(len, || main.memory_usage().bytes_in_use);
         Ok(region)
     }
 

@@ -148,23 +148,28 @@ impl UploadStaging {
         self.in_flight.clone()
     }
 
-    /// The size of the page a write of `len` bytes takes when it needs one, in bytes.
-    pub(crate) fn page_size_for(&self, len: u64) -> u64 {
-        let len = len.max(1).next_multiple_of(wgpu::MAP_ALIGNMENT);
-        upload_page_size(len, self.memory.largest_page())
-    }
-
     /// Bytes of free staging pages: held, and taken by no batch.
-    pub(crate) fn free_bytes(&self) -> u64 {
+    fn free_bytes(&self) -> u64 {
         self.memory
             .bytes_allocated()
             .saturating_sub(self.in_flight.load(Ordering::Relaxed))
     }
 
-    /// Gives every free staging page back when their bytes are over `bound` (pages taken
-    /// by a batch stay). O(1) when under it; otherwise a cleanup of the staging memory.
-    pub(crate) fn give_back_free_over(&mut self, bound: u64) {
+    /// After a write of `len` bytes: gives every free staging page back when their bytes
+    /// are over [`STAGING_FREE_FLOOR`], one page of the write's size, and a quarter of
+    /// the main memory's bytes in use (`in_use`, asked only past the first two: it walks
+    /// the main memory's slices). Pages taken by a batch stay. O(1) when under the first
+    /// two; otherwise a cleanup of the staging memory.
+    pub(crate) fn give_back_free_after(&mut self, len: u64, in_use: impl FnOnce() -> u64) {
         let free = self.free_bytes();
+        // One free page of the write's size always stays: a loop that writes and syncs
+        // finds its last page not yet mapped again, and takes it on the pass after.
+        let keep =
+            STAGING_FREE_FLOOR.max(upload_page_size(aligned(len), self.memory.largest_page()));
+        if free <= keep {
+            return;
+        }
+        let bound = keep.max(in_use() / 4);
         if free <= bound {
             return;
         }
@@ -195,7 +200,7 @@ impl UploadStaging {
         len: u64,
         pending: &mut PendingWork,
     ) -> Result<Region, ClientError> {
-        let len = len.max(1).next_multiple_of(wgpu::MAP_ALIGNMENT);
+        let len = aligned(len);
         if let Some(open) = self
             .open
             .as_mut()
@@ -261,6 +266,11 @@ impl UploadStaging {
         ));
         Ok((resource.buffer, resource.offset))
     }
+}
+
+/// `len` bytes as staging takes them: at least one, a multiple of `wgpu::MAP_ALIGNMENT`.
+fn aligned(len: u64) -> u64 {
+    len.max(1).next_multiple_of(wgpu::MAP_ALIGNMENT)
 }
 
 /// Whether `error` is a reservation out of room (so giving back other memories' free
