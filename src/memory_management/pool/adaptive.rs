@@ -43,7 +43,7 @@
 //! `training` above the peer.
 
 use super::pages::{MAX_PAGES, Search, SlicedPages};
-use super::slices::{Slice, SliceTable, Sweep};
+use super::slices::{FreeSpace, Reuse, Slice, SliceTable, Sweep};
 use super::{GrowError, PoolStats, align_down, align_up};
 use crate::memory_management::placement::BlockId;
 use crate::storage::ComputeStorage;
@@ -137,6 +137,29 @@ fn shared_round_up(bytes: u64) -> u64 {
     }
 }
 
+/// The free space of an adaptive pool as its sweeps see it: a released slice's block
+/// goes back to its tier, and its bytes leave its band's live count.
+struct BandSpace<'a> {
+    tiers: &'a mut [Option<Tier>],
+    bands: &'a mut [Band],
+}
+
+impl FreeSpace for BandSpace<'_> {
+    fn release(&mut self, slice: &Slice) {
+        if let (Some(tier), Some(block)) = (self.tiers[slice.tier as usize].as_mut(), slice.block) {
+            tier.pages.free(block);
+            self.bands[tier.band].live -= slice.storage.size() + slice.padding;
+        }
+    }
+
+    fn enclosed(&self, slice: &Slice) -> bool {
+        match (&self.tiers[slice.tier as usize], slice.block) {
+            (Some(tier), Some(block)) => tier.pages.is_enclosed(block),
+            _ => false,
+        }
+    }
+}
+
 impl AdaptivePool {
     pub(crate) fn new(pool: u8, max_page_size: u64, alignment: u64) -> Self {
         let granule = alignment.max(1);
@@ -219,12 +242,28 @@ impl AdaptivePool {
         storage: &mut S,
         size: u64,
     ) -> Option<ManagedMemoryHandle> {
-        self.sweep(storage, Sweep::Step);
         let effective = self.effective(size);
         let band = self.band_of(effective);
         // A band without pages has nothing to place in, whatever a sweep frees. A
         // band's tier is never dropped, so `tier` stays valid.
-        let tier = self.current_tier(band)?;
+        let Some(tier) = self.current_tier(band) else {
+            self.sweep(storage, Sweep::Step);
+            return None;
+        };
+        // The same bytes, freed and asked for again: the band's live bytes are unchanged.
+        let reuse = Reuse {
+            size,
+            effective,
+            tier: tier as u32,
+        };
+        let mut space = BandSpace {
+            tiers: &mut self.tiers,
+            bands: &mut self.bands,
+        };
+        if let Some(handle) = self.slices.step_reusing(reuse, &mut space) {
+            self.stats.served(size);
+            return Some(handle);
+        }
         if self.tiers[tier]
             .as_mut()
             .is_some_and(|t| t.pages.placement_is_tight(size))
@@ -378,13 +417,11 @@ impl AdaptivePool {
 
     /// Frees the slices of dropped handles.
     pub(crate) fn sweep<S: ComputeStorage>(&mut self, _storage: &mut S, sweep: Sweep) {
-        let (tiers, bands) = (&mut self.tiers, &mut self.bands);
-        self.slices.sweep(sweep, |slice: &Slice| {
-            if let (Some(tier), Some(block)) = (tiers[slice.tier as usize].as_mut(), slice.block) {
-                tier.pages.free(block);
-                bands[tier.band].live -= slice.storage.size() + slice.padding;
-            }
-        });
+        let mut space = BandSpace {
+            tiers: &mut self.tiers,
+            bands: &mut self.bands,
+        };
+        self.slices.sweep(sweep, |slice| space.release(slice));
     }
 
     /// Gives back the entirely free pages of the tiers `which` selects.

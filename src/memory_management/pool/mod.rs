@@ -256,6 +256,8 @@ pub(crate) fn align_down(value: u64, granule: u64) -> u64 {
 }
 
 #[cfg(test)]
+mod reuse_tests;
+#[cfg(test)]
 mod work_bound_tests;
 
 #[cfg(test)]

@@ -263,6 +263,12 @@ impl SlicedPages {
         self.placement.free(block);
     }
 
+    /// Whether `block` is allocated and both its neighbours in its page are too (see
+    /// [`Tlsf::is_enclosed`]).
+    pub(crate) fn is_enclosed(&self, block: BlockId) -> bool {
+        self.placement.is_enclosed(block)
+    }
+
     /// Gives every entirely free page back to the storage; returns how many.
     pub(crate) fn release_free_pages<S: ComputeStorage>(&mut self, storage: &mut S) -> u64 {
         let before = self.count;

@@ -2,7 +2,7 @@
 
 use super::evacuate::{self, Goal, Pinned, Relocated, plan};
 use super::pages::{MAX_PAGES, Search, SlicedPages};
-use super::slices::{Slice, SliceTable, Sweep};
+use super::slices::{FreeSpace, Reuse, Slice, SliceTable, Sweep};
 use super::{GrowError, PoolStats, align_down, align_up};
 use crate::memory_management::MoveLimits;
 use crate::memory_management::placement::BlockId;
@@ -26,6 +26,18 @@ pub(crate) struct SlicedPool {
     /// The size of the first page of a pool that starts small
     /// ([`ramping`](Self::ramping)), in bytes; `None`: every page is `page_size`.
     ramp_from: Option<u64>,
+}
+
+impl FreeSpace for SlicedPages {
+    fn release(&mut self, slice: &Slice) {
+        if let Some(block) = slice.block {
+            self.free(block);
+        }
+    }
+
+    fn enclosed(&self, slice: &Slice) -> bool {
+        slice.block.is_some_and(|block| self.is_enclosed(block))
+    }
 }
 
 impl SlicedPool {
@@ -128,7 +140,15 @@ impl SlicedPool {
 
     /// A slice from the free space already held, if any fits.
     pub(crate) fn try_reserve(&mut self, size: u64) -> Option<ManagedMemoryHandle> {
-        self.sweep(Sweep::Step);
+        let reuse = Reuse {
+            size,
+            effective: self.pages.effective(size),
+            tier: 0,
+        };
+        if let Some(handle) = self.slices.step_reusing(reuse, &mut self.pages) {
+            self.stats.served(size);
+            return Some(handle);
+        }
         if self.pages.placement_is_tight(size) {
             self.sweep(Sweep::Poll);
         }
@@ -241,11 +261,7 @@ impl SlicedPool {
 
     pub(crate) fn sweep(&mut self, sweep: Sweep) {
         let pages = &mut self.pages;
-        self.slices.sweep(sweep, |slice: &Slice| {
-            if let Some(block) = slice.block {
-                pages.free(block);
-            }
-        });
+        self.slices.sweep(sweep, |slice| pages.release(slice));
     }
 
     pub(crate) fn slices(&self) -> &SliceTable {

@@ -20,6 +20,12 @@
 //! the reservations since the last full sweep pay for ([`CATCH_UP_RATIO`] slots each).
 //! The pool's clones of the handles sit in an array of their own, apart from the rest
 //! of each slice, so a sweep reads 16 bytes and one reference count per slot.
+//!
+//! A reservation's own step may hand a dropped slice out again where it is, under a
+//! fresh handle, when it has the reservation's aligned size and both its neighbours in
+//! the page are taken ([`SliceTable::step_reusing`]): the placement would take that
+//! exact hole straight back, so the layout is the same and the placement index is not
+//! touched.
 
 use super::pages::Placement;
 use crate::memory_management::error_graph::{ErrorGraph, FailureId};
@@ -76,6 +82,49 @@ pub(crate) enum Sweep {
         /// The allocation the slot must hold.
         id: ManagedMemoryId,
     },
+}
+
+/// A reservation a dropped slice may serve as it is ([`SliceTable::step_reusing`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reuse {
+    /// The requested size in bytes.
+    pub(crate) size: u64,
+    /// The requested size aligned as the pool places it, in bytes: the slice's block
+    /// must be exactly this long.
+    pub(crate) effective: u64,
+    /// The tier the slice's page must belong to (0 outside adaptive pools).
+    pub(crate) tier: u32,
+}
+
+impl Reuse {
+    fn fits(&self, slice: &Slice) -> bool {
+        slice.block.is_some()
+            && slice.tier == self.tier
+            && slice.storage.size() + slice.padding == self.effective
+    }
+}
+
+/// Where a pool's released slices go back to, as a sweep sees it.
+pub(crate) trait FreeSpace {
+    /// Returns a released slice's bytes to the pool's free space.
+    fn release(&mut self, slice: &Slice);
+    /// Whether the dropped `slice`'s block has no free neighbour in its page: freed, it
+    /// would be a hole of exactly its size. Only such slices are reused in place
+    /// ([`SliceTable::step_reusing`]).
+    fn enclosed(&self, slice: &Slice) -> bool;
+}
+
+/// A closure as a [`FreeSpace`] that reuses nothing in place.
+struct Releasing<F>(F);
+
+impl<F: FnMut(&Slice)> FreeSpace for Releasing<F> {
+    fn release(&mut self, slice: &Slice) {
+        (self.0)(slice)
+    }
+
+    fn enclosed(&self, _slice: &Slice) -> bool {
+        false
+    }
 }
 
 /// Slots visited by one [`Sweep::Step`].
@@ -184,14 +233,14 @@ impl SliceTable {
 
     /// Releases the slices whose handles and bindings were all dropped, handing each to
     /// `release` (which returns its bytes to the pool's free space) before dropping it.
-    pub(crate) fn sweep(&mut self, sweep: Sweep, mut release: impl FnMut(&Slice)) {
+    pub(crate) fn sweep(&mut self, sweep: Sweep, release: impl FnMut(&Slice)) {
         let len = self.slots.len();
         if len == 0 {
             return;
         }
         let visits = match sweep {
             Sweep::Slot { index, id } => {
-                self.release_one(index as usize, id, &mut release);
+                self.release_one(index as usize, id, &mut Releasing(release));
                 return;
             }
             Sweep::Step => SWEEP_STEP.min(len),
@@ -203,17 +252,70 @@ impl SliceTable {
         if visits == len {
             self.since_full = 0;
         }
+        self.visit(visits, None, &mut Releasing(release));
+    }
+
+    /// A [`Sweep::Step`] that keeps, instead of releasing it, the first dropped slice
+    /// `reuse` fits whose block `space` calls [enclosed](FreeSpace::enclosed), and hands
+    /// it out again under a fresh handle for a reservation of `reuse.size` bytes. `None`
+    /// when the step met no such slice (the others it met are released as by
+    /// [`sweep`](Self::sweep)).
+    ///
+    /// Why: a loop that drops a buffer and asks for one of the same size (the allocator
+    /// bench's `steady`, a frame's buffers) would otherwise free the block into a hole
+    /// of exactly its size, and the placement would take that hole straight back (an
+    /// exact fit at the head of its bin comes first): the same bytes, after a free, a
+    /// bin insert and an unlink. Keeping the slice where it is gives the same layout
+    /// without touching the placement index. A block with a free neighbour would merge
+    /// into a larger hole that the placement might not pick, so it is released as usual.
+    pub(crate) fn step_reusing(
+        &mut self,
+        reuse: Reuse,
+        space: &mut impl FreeSpace,
+    ) -> Option<ManagedMemoryHandle> {
+        let len = self.slots.len();
+        let visits = SWEEP_STEP.min(len);
+        if visits == len {
+            self.since_full = 0;
+        }
+        let index = self.visit(visits, Some(reuse), space)?;
+        self.reissue(index, reuse)
+    }
+
+    /// Visits `visits` slots from the cursor on, releasing each dropped slice but the
+    /// first one `reuse` fits, whose index it returns (that slot is left as it was).
+    fn visit(
+        &mut self,
+        visits: usize,
+        reuse: Option<Reuse>,
+        space: &mut impl FreeSpace,
+    ) -> Option<usize> {
+        let len = self.slots.len();
+        if len == 0 {
+            return None;
+        }
         #[cfg(test)]
         {
             self.visits += visits;
         }
+        let mut kept = None;
         let mut index = if self.cursor >= len { 0 } else { self.cursor };
         for _ in 0..visits {
             if self.handles[index]
                 .as_ref()
                 .is_some_and(ManagedMemoryHandle::is_free)
             {
-                self.release_slot(index, &mut release);
+                let fits = kept.is_none()
+                    && reuse.is_some_and(|r| {
+                        self.slots[index]
+                            .as_ref()
+                            .is_some_and(|slice| r.fits(slice) && space.enclosed(slice))
+                    });
+                if fits {
+                    kept = Some(index);
+                } else {
+                    self.release_slot(index, space);
+                }
             }
             index += 1;
             if index == len {
@@ -221,6 +323,29 @@ impl SliceTable {
             }
         }
         self.cursor = index;
+        kept
+    }
+
+    /// Gives the dropped slice in slot `index` to a new allocation of `reuse.size`
+    /// bytes: a fresh handle (a fresh id, so weak bindings of the old allocation stay
+    /// dead), no taint (the old allocation's failures are shed with it), cursor 0.
+    fn reissue(&mut self, index: usize, reuse: Reuse) -> Option<ManagedMemoryHandle> {
+        let slice = self.slots[index].as_mut()?;
+        if !slice.taint.is_clean() {
+            self.shed.extend(slice.taint.failures());
+            slice.taint = Taint::default();
+        }
+        slice.storage.utilization.size = reuse.size;
+        slice.padding = reuse.effective - reuse.size;
+        slice.cursor = 0;
+        let page = slice.page;
+        let handle = ManagedMemoryHandle::new();
+        let location =
+            MemoryLocation::new(self.pool, page.min(u16::MAX as u32) as u16, index as u32);
+        handle.descriptor().update_location(location);
+        self.handles[index] = Some(handle.clone());
+        self.since_full += 1;
+        Some(handle)
     }
 
     /// Whether a [`Sweep::CatchUp`] of a table of `len` slots visits every slot: the
@@ -231,28 +356,28 @@ impl SliceTable {
 
     /// Releases slot `index` if it holds the allocation `id` and every owner but the
     /// pool let it go.
-    fn release_one(&mut self, index: usize, id: ManagedMemoryId, release: &mut impl FnMut(&Slice)) {
+    fn release_one(&mut self, index: usize, id: ManagedMemoryId, space: &mut impl FreeSpace) {
         let unused = self
             .handles
             .get(index)
             .and_then(Option::as_ref)
             .is_some_and(|handle| handle.descriptor().id == id && handle.is_free());
         if unused {
-            self.release_slot(index, release);
+            self.release_slot(index, space);
         }
     }
 
     /// Empties slot `index`, whose handle every owner let go, and hands its slice to
-    /// `release`.
+    /// `space`.
     #[inline]
-    fn release_slot(&mut self, index: usize, release: &mut impl FnMut(&Slice)) {
+    fn release_slot(&mut self, index: usize, space: &mut impl FreeSpace) {
         self.handles[index] = None;
         if let Some(slice) = &self.slots[index] {
             // The allocation is gone: it carries its failures no more.
             if !slice.taint.is_clean() {
                 self.shed.extend(slice.taint.failures());
             }
-            release(slice);
+            space.release(slice);
             self.slots[index] = None;
             self.vacant.push(index as u32);
         }

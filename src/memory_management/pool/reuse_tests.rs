@@ -1,0 +1,101 @@
+//! A dropped slice handed out again where it is (`SliceTable::step_reusing`), and the
+//! cases where it must go back to the free space instead.
+
+use super::sliced::SlicedPool;
+use super::slices::Sweep;
+use crate::memory_management::error_graph::ErrorGraph;
+use crate::storage::BytesStorage;
+use cubecl_runtime::memory_management::ManagedMemoryHandle;
+
+const KIB: u64 = 1 << 10;
+
+/// A pool of 64 KiB pages holding three 4 KiB slices side by side at 0, 4 and 8 KiB.
+fn three_slices() -> (BytesStorage, SlicedPool, Vec<ManagedMemoryHandle>) {
+    let mut storage = BytesStorage::default();
+    let mut pool = SlicedPool::new(0, 64 * KIB, 64 * KIB, None, 256).without_near_page();
+    let mut handles = vec![pool.grow(&mut storage, 4 * KIB).unwrap()];
+    for _ in 0..2 {
+        handles.push(pool.try_reserve(4 * KIB).unwrap());
+    }
+    let offsets: Vec<u64> = handles.iter().map(|h| offset(&pool, h)).collect();
+    assert_eq!(offsets, [0, 4 * KIB, 8 * KIB]);
+    (storage, pool, handles)
+}
+
+fn offset(pool: &SlicedPool, handle: &ManagedMemoryHandle) -> u64 {
+    let binding = handle.clone().binding();
+    pool.slices().find(&binding).unwrap().storage.offset()
+}
+
+/// Dropped and asked for again at the same aligned size, between two live slices: the
+/// same bytes under a fresh id, the old allocation's weak bindings dead, the sizes
+/// counted afresh, and the page's free space untouched.
+#[test]
+fn a_slice_dropped_between_live_neighbours_is_reissued_in_place_under_a_fresh_id() {
+    let (_storage, mut pool, mut handles) = three_slices();
+    let free_before = pool.sliced_pages().free_bytes();
+    let old = handles.remove(1);
+    let old_id = old.descriptor().id;
+    let weak = old.clone().binding().downgrade();
+    drop(old);
+    // 4 KiB - 100 B aligns to the same 4 KiB block.
+    let again = pool.try_reserve(4 * KIB - 100).unwrap();
+    assert_eq!(offset(&pool, &again), 4 * KIB);
+    assert_ne!(again.descriptor().id, old_id);
+    assert!(
+        weak.upgrade().is_none(),
+        "a weak binding of the dropped slice"
+    );
+    assert_eq!(pool.sliced_pages().free_bytes(), free_before);
+    let sums = pool.slices().sums();
+    assert_eq!(sums.in_use, 8 * KIB + 4 * KIB - 100);
+    assert_eq!(sums.padding, 100);
+}
+
+/// A dropped slice whose lower neighbour is free would merge with it; it goes back to
+/// the free space, and the placement takes the merged hole from its start.
+#[test]
+fn a_slice_dropped_after_a_hole_is_released_and_the_hole_placed_from_its_start() {
+    let (_storage, mut pool, mut handles) = three_slices();
+    let second = handles.remove(1);
+    drop(handles.remove(0));
+    pool.sweep(Sweep::All);
+    drop(second);
+    let again = pool.try_reserve(4 * KIB).unwrap();
+    assert_eq!(offset(&pool, &again), 0);
+    // The rest of the merged hole stayed free: 4 KiB of it, and the page after 12 KiB.
+    assert_eq!(pool.sliced_pages().free_bytes(), 64 * KIB - 8 * KIB);
+}
+
+/// A request of another aligned size never takes a dropped slice's bytes in place.
+#[test]
+fn a_dropped_slice_of_another_size_is_released_not_reissued() {
+    let (_storage, mut pool, mut handles) = three_slices();
+    drop(handles.remove(1));
+    let larger = pool.try_reserve(8 * KIB).unwrap();
+    // The 4 KiB hole between the live slices cannot hold it.
+    assert_eq!(offset(&pool, &larger), 12 * KIB);
+    assert_eq!(pool.sliced_pages().free_bytes(), 64 * KIB - 16 * KIB);
+    assert_eq!(pool.slices().live(), 3);
+}
+
+/// The failures a dropped slice carried leave with it when its bytes are reissued: the
+/// new allocation starts clean and the error graph counts no carrier for them.
+#[test]
+fn a_reissued_slice_starts_clean_and_sheds_the_failures_of_the_dropped_one() {
+    let (_storage, mut pool, mut handles) = three_slices();
+    let mut graph = ErrorGraph::default();
+    let failure = graph.insert("a kernel failed writing the middle slice");
+    let old = handles.remove(1);
+    let binding = old.clone().binding();
+    let slice = pool.slices_mut().find_mut(&binding).unwrap();
+    slice.taint.taint(0..KIB, failure, &mut graph);
+    assert_eq!(graph.carriers(failure), 1);
+    drop((old, binding));
+    let again = pool.try_reserve(4 * KIB).unwrap();
+    assert_eq!(offset(&pool, &again), 4 * KIB);
+    let binding = again.clone().binding();
+    assert!(pool.slices().find(&binding).unwrap().taint.is_clean());
+    pool.slices_mut().settle(&mut graph);
+    assert_eq!(graph.carriers(failure), 0);
+}
