@@ -240,6 +240,11 @@ impl Tlsf {
         {
             self.last_visits = 0;
         }
+        // No block can hold more than all free bytes together: a pool that is full (or
+        // holds no page) answers without a bin search.
+        if size > self.free_bytes {
+            return None;
+        }
         let index = match self.exact_head(size) {
             Some(index) => index,
             None => {
