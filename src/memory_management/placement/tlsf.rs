@@ -316,21 +316,6 @@ impl Tlsf {
         true
     }
 
-    /// Whether `id` is a live allocated block whose physical neighbours are both
-    /// allocated (or the region's ends): freed, it would be a free block of exactly its
-    /// own size. O(1), changes nothing.
-    ///
-    /// # Panics
-    /// Never.
-    pub fn is_enclosed(&self, id: BlockId) -> bool {
-        self.nodes.get(id.index as usize).is_some_and(|node| {
-            node.state == State::Used
-                && node.generation == id.generation
-                && !self.is_free(node.prev_phys)
-                && !self.is_free(node.next_phys)
-        })
-    }
-
     /// Whether `region` exists and is one free block spanning all of it.
     ///
     /// # Panics
@@ -635,6 +620,7 @@ fn highest_bit(bits: u64) -> Option<u32> {
 }
 
 mod ranges;
+mod reuse;
 
 #[cfg(test)]
 mod tests;

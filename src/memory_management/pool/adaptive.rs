@@ -152,9 +152,9 @@ impl FreeSpace for BandSpace<'_> {
         }
     }
 
-    fn enclosed(&self, slice: &Slice) -> bool {
+    fn comes_back_in_place(&self, slice: &Slice) -> bool {
         match (&self.tiers[slice.tier as usize], slice.block) {
-            (Some(tier), Some(block)) => tier.pages.is_enclosed(block),
+            (Some(tier), Some(block)) => tier.pages.comes_back_in_place(block),
             _ => false,
         }
     }

@@ -263,10 +263,10 @@ impl SlicedPages {
         self.placement.free(block);
     }
 
-    /// Whether `block` is allocated and both its neighbours in its page are too (see
-    /// [`Tlsf::is_enclosed`]).
-    pub(crate) fn is_enclosed(&self, block: BlockId) -> bool {
-        self.placement.is_enclosed(block)
+    /// Whether `block`, freed and asked for again at its size, would be placed where it
+    /// is (see [`Tlsf::comes_back_in_place`]).
+    pub(crate) fn comes_back_in_place(&self, block: BlockId) -> bool {
+        self.placement.comes_back_in_place(block)
     }
 
     /// Gives every entirely free page back to the storage; returns how many.

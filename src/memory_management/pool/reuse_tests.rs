@@ -52,6 +52,21 @@ fn a_slice_dropped_between_live_neighbours_is_reissued_in_place_under_a_fresh_id
     assert_eq!(sums.padding, 100);
 }
 
+/// The last slice, below the page's free tail: freed, it would merge with the tail and
+/// be split off its start again, so it is reissued in place as well.
+#[test]
+fn a_slice_dropped_below_the_free_tail_is_reissued_in_place() {
+    let (_storage, mut pool, mut handles) = three_slices();
+    let free_before = pool.sliced_pages().free_bytes();
+    let old_id = handles[2].descriptor().id;
+    drop(handles.remove(2));
+    let again = pool.try_reserve(4 * KIB).unwrap();
+    assert_eq!(offset(&pool, &again), 8 * KIB);
+    assert_ne!(again.descriptor().id, old_id);
+    assert_eq!(pool.sliced_pages().free_bytes(), free_before);
+    assert_eq!(pool.slices().live(), 3);
+}
+
 /// A dropped slice whose lower neighbour is free would merge with it; it goes back to
 /// the free space, and the placement takes the merged hole from its start.
 #[test]

@@ -35,8 +35,10 @@ impl FreeSpace for SlicedPages {
         }
     }
 
-    fn enclosed(&self, slice: &Slice) -> bool {
-        slice.block.is_some_and(|block| self.is_enclosed(block))
+    fn comes_back_in_place(&self, slice: &Slice) -> bool {
+        slice
+            .block
+            .is_some_and(|block| SlicedPages::comes_back_in_place(self, block))
     }
 }
 

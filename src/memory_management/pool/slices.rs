@@ -22,9 +22,9 @@
 //! of each slice, so a sweep reads 16 bytes and one reference count per slot.
 //!
 //! A reservation's own step may hand a dropped slice out again where it is, under a
-//! fresh handle, when it has the reservation's aligned size and both its neighbours in
-//! the page are taken ([`SliceTable::step_reusing`]): the placement would take that
-//! exact hole straight back, so the layout is the same and the placement index is not
+//! fresh handle, when it has the reservation's aligned size and the placement would put
+//! the reservation exactly there once the slice were freed
+//! ([`SliceTable::step_reusing`]): the layout is the same and the placement index is not
 //! touched.
 
 use super::pages::Placement;
@@ -108,10 +108,10 @@ impl Reuse {
 pub(crate) trait FreeSpace {
     /// Returns a released slice's bytes to the pool's free space.
     fn release(&mut self, slice: &Slice);
-    /// Whether the dropped `slice`'s block has no free neighbour in its page: freed, it
-    /// would be a hole of exactly its size. Only such slices are reused in place
-    /// ([`SliceTable::step_reusing`]).
-    fn enclosed(&self, slice: &Slice) -> bool;
+    /// Whether the dropped `slice`'s block, freed and asked for again at its size, would
+    /// be placed exactly where it is (see `Tlsf::comes_back_in_place`). Only such
+    /// slices are reused in place ([`SliceTable::step_reusing`]).
+    fn comes_back_in_place(&self, slice: &Slice) -> bool;
 }
 
 /// A closure as a [`FreeSpace`] that reuses nothing in place.
@@ -122,7 +122,7 @@ impl<F: FnMut(&Slice)> FreeSpace for Releasing<F> {
         (self.0)(slice)
     }
 
-    fn enclosed(&self, _slice: &Slice) -> bool {
+    fn comes_back_in_place(&self, _slice: &Slice) -> bool {
         false
     }
 }
@@ -256,18 +256,17 @@ impl SliceTable {
     }
 
     /// A [`Sweep::Step`] that keeps, instead of releasing it, the first dropped slice
-    /// `reuse` fits whose block `space` calls [enclosed](FreeSpace::enclosed), and hands
-    /// it out again under a fresh handle for a reservation of `reuse.size` bytes. `None`
-    /// when the step met no such slice (the others it met are released as by
+    /// `reuse` fits that [comes back in place](FreeSpace::comes_back_in_place), and
+    /// hands it out again under a fresh handle for a reservation of `reuse.size` bytes.
+    /// `None` when the step met no such slice (the others it met are released as by
     /// [`sweep`](Self::sweep)).
     ///
     /// Why: a loop that drops a buffer and asks for one of the same size (the allocator
-    /// bench's `steady`, a frame's buffers) would otherwise free the block into a hole
-    /// of exactly its size, and the placement would take that hole straight back (an
-    /// exact fit at the head of its bin comes first): the same bytes, after a free, a
-    /// bin insert and an unlink. Keeping the slice where it is gives the same layout
-    /// without touching the placement index. A block with a free neighbour would merge
-    /// into a larger hole that the placement might not pick, so it is released as usual.
+    /// bench's `steady`, a frame's buffers) would otherwise free the block, merge it with
+    /// a free upper neighbour, file the hole, find it again and split the same bytes
+    /// off. Keeping the slice where it is gives the same layout without touching the
+    /// placement index. A slice the placement would not put back where it is (a free
+    /// lower neighbour, a closer fit elsewhere) is released as usual.
     pub(crate) fn step_reusing(
         &mut self,
         reuse: Reuse,
@@ -309,7 +308,7 @@ impl SliceTable {
                     && reuse.is_some_and(|r| {
                         self.slots[index]
                             .as_ref()
-                            .is_some_and(|slice| r.fits(slice) && space.enclosed(slice))
+                            .is_some_and(|slice| r.fits(slice) && space.comes_back_in_place(slice))
                     });
                 if fits {
                     kept = Some(index);

@@ -463,3 +463,59 @@ fn claim_takes_exactly_the_ranges_asked() {
     assert!(tlsf.is_region_free(0));
     assert_bins_consistent(&tlsf);
 }
+
+/// Frees `block` in a copy of `tlsf` and allocates its size again: the offset it lands at.
+fn offset_after_free_and_allocate(tlsf: &Tlsf, block: &Block) -> Option<u64> {
+    let mut copy = tlsf.clone();
+    assert!(copy.free(block.id));
+    copy.allocate(block.size).map(|again| again.offset)
+}
+
+/// The cases `comes_back_in_place` names, each checked against what a free and an
+/// allocation of the same size really do.
+#[test]
+fn a_block_comes_back_in_place_only_where_free_then_allocate_puts_it_back() {
+    let mut tlsf = Tlsf::new(1);
+    tlsf.add_region(0, 1024);
+    let blocks: Vec<Block> = (0..5).map(|_| tlsf.allocate(100).unwrap()).collect();
+    // Both neighbours taken: the hole is exactly the block.
+    assert!(tlsf.comes_back_in_place(blocks[2].id));
+    // Only the upper neighbour (the region's free tail) is free, and no other hole.
+    assert!(tlsf.comes_back_in_place(blocks[4].id));
+    assert_eq!(offset_after_free_and_allocate(&tlsf, &blocks[4]), Some(400));
+    assert!(tlsf.free(blocks[1].id));
+    // An exact hole at 100 now comes first for the block above the tail's neighbour...
+    assert!(!tlsf.comes_back_in_place(blocks[4].id));
+    assert_eq!(offset_after_free_and_allocate(&tlsf, &blocks[4]), Some(100));
+    // ...and a free lower neighbour moves the merged hole's start.
+    assert!(!tlsf.comes_back_in_place(blocks[2].id));
+    assert_eq!(offset_after_free_and_allocate(&tlsf, &blocks[2]), Some(100));
+    // A block between taken neighbours still comes back: its hole joins the head of
+    // the bin the 100-byte hole at 100 shares.
+    assert!(tlsf.comes_back_in_place(blocks[3].id));
+    assert_eq!(offset_after_free_and_allocate(&tlsf, &blocks[3]), Some(300));
+    // Freed and stale ids never come back.
+    let stale = blocks[1].id;
+    assert!(!tlsf.comes_back_in_place(stale));
+}
+
+proptest! {
+    /// Whenever `comes_back_in_place` says so, freeing the block and allocating its size
+    /// again hands out the same offset, over random layouts of several regions.
+    #[test]
+    fn comes_back_in_place_never_errs(
+        granule in prop::sample::select(vec![1u64, 4, 256]),
+        ops in prop::collection::vec(op(), 1..120),
+    ) {
+        let mut tlsf = Tlsf::new(granule);
+        let mut model = Model { granule, regions: BTreeMap::new(), live: BTreeMap::new() };
+        for op in &ops {
+            model.apply(&mut tlsf, op);
+        }
+        for block in model.live.values() {
+            if tlsf.comes_back_in_place(block.id) {
+                prop_assert_eq!(offset_after_free_and_allocate(&tlsf, block), Some(block.offset));
+            }
+        }
+    }
+}
