@@ -114,3 +114,41 @@ fn a_reissued_slice_starts_clean_and_sheds_the_failures_of_the_dropped_one() {
     pool.slices_mut().settle(&mut graph);
     assert_eq!(graph.carriers(failure), 0);
 }
+
+/// A pool of one 256 KiB page holding `sizes` side by side, in order, from offset 0.
+fn slices_of(sizes: &[u64]) -> (BytesStorage, SlicedPool, Vec<ManagedMemoryHandle>) {
+    let mut storage = BytesStorage::default();
+    let mut pool = SlicedPool::new(0, 256 * KIB, 256 * KIB, None, 256).without_near_page();
+    let mut handles = vec![pool.grow(&mut storage, sizes[0]).unwrap()];
+    for &size in &sizes[1..] {
+        handles.push(pool.try_reserve(size).unwrap());
+    }
+    (storage, pool, handles)
+}
+
+/// A step that stops at the slice it keeps leaves the rest of its visits to the next
+/// step, so drops are released as fast as without the reuse: over reservations that
+/// end with a miss, the sweep visits exactly four slots per reservation.
+#[test]
+fn a_step_stopped_at_a_reused_slice_hands_its_other_visits_to_the_next_step() {
+    let (_storage, mut pool, mut handles) = slices_of(&[4 * KIB; 40]);
+    // Drop every other slice: the steps meet live slots between the dropped ones.
+    let dropped: Vec<_> = (0..40)
+        .step_by(2)
+        .rev()
+        .map(|i| handles.remove(i))
+        .collect();
+    drop(dropped);
+    let before = pool.slices().visits;
+    let mut kept = Vec::new();
+    for _ in 0..10 {
+        kept.push(pool.try_reserve(4 * KIB).unwrap());
+    }
+    let reused = pool.slices().visits - before;
+    assert!(reused < 40, "ten hits stop early: {reused} visits");
+    // A miss (another size) makes up what the hits left undone.
+    kept.push(pool.try_reserve(8 * KIB).unwrap());
+    assert_eq!(pool.slices().visits - before, 11 * 4);
+    // The ten reissued slices sit at the offsets of dropped ones, not past the tail.
+    assert!(kept[..10].iter().all(|h| offset(&pool, h) < 160 * KIB));
+}

@@ -154,6 +154,10 @@ pub(crate) struct SliceTable {
     cursor: usize,
     /// Slices inserted since the last sweep that visited every slot.
     since_full: usize,
+    /// Visits the last [`step_reusing`](Self::step_reusing) steps left undone by
+    /// stopping at the slice they kept, made up by the next one (at most
+    /// [`POLL_LIMIT`]).
+    owed: usize,
     /// Slots visited by sweeps, for the work-bound tests.
     #[cfg(test)]
     pub(crate) visits: usize,
@@ -177,6 +181,7 @@ impl SliceTable {
             vacant: Vec::new(),
             cursor: 0,
             since_full: 0,
+            owed: 0,
             #[cfg(test)]
             visits: 0,
             shed: Vec::new(),
@@ -267,49 +272,54 @@ impl SliceTable {
     /// off. Keeping the slice where it is gives the same layout without touching the
     /// placement index. A slice the placement would not put back where it is (a free
     /// lower neighbour, a closer fit elsewhere) is released as usual.
+    ///
+    /// The step stops at the slice it keeps and the next step makes up the visits left
+    /// (`owed`): slots after it may hold the loop's next requests, and releasing them
+    /// now would lose their reuse, while dropping the visits would release other drops
+    /// later than without the reuse (which moved the allocator bench's `phases` from
+    /// 0.889 to 0.877 efficiency; with the visits made up, every trace is unchanged).
     pub(crate) fn step_reusing(
         &mut self,
         reuse: Reuse,
         space: &mut impl FreeSpace,
     ) -> Option<ManagedMemoryHandle> {
         let len = self.slots.len();
-        let visits = SWEEP_STEP.min(len);
-        if visits == len {
+        let visits = (SWEEP_STEP + self.owed).min(len);
+        let (kept, visited) = self.visit(visits, Some(reuse), space);
+        if visited == len {
             self.since_full = 0;
         }
-        let index = self.visit(visits, Some(reuse), space)?;
-        self.reissue(index, reuse)
+        self.owed = (visits - visited).min(POLL_LIMIT);
+        self.reissue(kept?, reuse)
     }
 
-    /// Visits `visits` slots from the cursor on, releasing each dropped slice but the
-    /// first one `reuse` fits, whose index it returns (that slot is left as it was).
+    /// Visits up to `visits` slots from the cursor on, releasing each dropped slice
+    /// until it meets one `reuse` fits, where it stops. Returns that slot's index (the
+    /// slot is left as it was) and the slots visited.
     fn visit(
         &mut self,
         visits: usize,
         reuse: Option<Reuse>,
         space: &mut impl FreeSpace,
-    ) -> Option<usize> {
+    ) -> (Option<usize>, usize) {
         let len = self.slots.len();
         if len == 0 {
-            return None;
-        }
-        #[cfg(test)]
-        {
-            self.visits += visits;
+            return (None, 0);
         }
         let mut kept = None;
+        let mut visited = 0;
         let mut index = if self.cursor >= len { 0 } else { self.cursor };
-        for _ in 0..visits {
+        while visited < visits && kept.is_none() {
+            visited += 1;
             if self.handles[index]
                 .as_ref()
                 .is_some_and(ManagedMemoryHandle::is_free)
             {
-                let fits = kept.is_none()
-                    && reuse.is_some_and(|r| {
-                        self.slots[index]
-                            .as_ref()
-                            .is_some_and(|slice| r.fits(slice) && space.comes_back_in_place(slice))
-                    });
+                let fits = reuse.is_some_and(|r| {
+                    self.slots[index]
+                        .as_ref()
+                        .is_some_and(|slice| r.fits(slice) && space.comes_back_in_place(slice))
+                });
                 if fits {
                     kept = Some(index);
                 } else {
@@ -321,8 +331,14 @@ impl SliceTable {
                 index = 0;
             }
         }
+        #[cfg(test)]
+        {
+            self.visits += visited;
+        }
+        // Stopping at the slice kept leaves the slots after it for the next step: a
+        // loop that dropped its buffers in order asks for them next, in that order.
         self.cursor = index;
-        kept
+        (kept, visited)
     }
 
     /// Gives the dropped slice in slot `index` to a new allocation of `reuse.size`
