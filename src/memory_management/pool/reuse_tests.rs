@@ -152,3 +152,24 @@ fn a_step_stopped_at_a_reused_slice_hands_its_other_visits_to_the_next_step() {
     // The ten reissued slices sit at the offsets of dropped ones, not past the tail.
     assert!(kept[..10].iter().all(|h| offset(&pool, h) < 160 * KIB));
 }
+
+/// Three neighbours dropped together and asked for again in slot order: each step
+/// stops at the slice it reuses, so the next one is still there for the next request
+/// (a step that went on would have released it, and the placement index would have
+/// served it afresh).
+#[test]
+fn neighbours_dropped_together_come_back_in_place_one_step_each() {
+    let (_storage, mut pool, mut handles) = three_slices();
+    let free_before = pool.sliced_pages().free_bytes();
+    handles.clear();
+    let before = pool.slices().visits;
+    let again: Vec<_> = (0..3).map(|_| pool.try_reserve(4 * KIB).unwrap()).collect();
+    let offsets: Vec<u64> = again.iter().map(|h| offset(&pool, h)).collect();
+    assert_eq!(offsets, [0, 4 * KIB, 8 * KIB]);
+    assert_eq!(
+        pool.slices().visits - before,
+        3,
+        "one slot visited per reservation"
+    );
+    assert_eq!(pool.sliced_pages().free_bytes(), free_before);
+}
