@@ -95,6 +95,9 @@ pub(crate) struct Server {
     pipelines: Lru<PipelineKey, CachedPipeline>,
     next_pipeline_slot: u64,
     bind_groups: Lru<BindGroupKey, wgpu::BindGroup>,
+    /// The bindings list of the last bind-group key a cache hit gave back, emptied: the
+    /// next launch fills it instead of allocating one.
+    binding_scratch: Vec<(wgpu::Buffer, u64, u64)>,
     seen_deallocations: u64,
     merge_kernel: Kernel,
     pub(crate) lost: DeviceLoss,
@@ -151,6 +154,7 @@ impl Server {
             pipelines: Lru::new(MAX_PIPELINES),
             next_pipeline_slot: 0,
             bind_groups: Lru::new(MAX_BIND_GROUPS),
+            binding_scratch: Vec::new(),
             seen_deallocations: 0,
             merge_kernel: uploads::transfer::merge_kernel(),
             lost,
@@ -412,7 +416,7 @@ impl Server {
 
     /// Fails with [`ClientError::ForeignHandle`] when `handle` was made by another client.
     pub(crate) fn check_owner(&self, handle: &Handle, operation: &str) -> Result<(), ClientError> {
-        if handle.owner == self.id {
+        if self.owns(handle) {
             return Ok(());
         }
         Err(ClientError::ForeignHandle {
@@ -420,6 +424,11 @@ impl Server {
             owner: handle.owner,
             client: self.id,
         })
+    }
+
+    /// Whether `handle` was made by this client.
+    pub(crate) fn owns(&self, handle: &Handle) -> bool {
+        handle.owner == self.id
     }
 
     /// Fails with [`ClientError::DeviceLost`] once the device is known to be lost.

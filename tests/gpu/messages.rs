@@ -59,3 +59,29 @@ fn a_read_over_the_staging_limit_names_the_limit() {
 fn error_text(requested: u64, limit: u64) -> String {
     ClientError::ReadTooBig { requested, limit }.to_string()
 }
+
+#[test]
+fn a_launch_over_a_handle_of_another_client_names_the_kernel_and_records_nothing() {
+    let (Some(a), Some(b)) = (fresh(), fresh()) else {
+        return;
+    };
+    const COPY: &str = "
+@group(0) @binding(0) var<storage, read_write> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@compute @workgroup_size(1) fn main() { dst[0] = src[0]; }";
+    let kernel = wgpu_memory::Kernel::new("copy_word", COPY, "main").writes(&[1]);
+    let foreign = a.create(&7u32.to_le_bytes()).unwrap();
+    let own = b.create(&1u32.to_le_bytes()).unwrap();
+    let error = b.launch(&kernel, [1, 1, 1], &[&foreign, &own]).unwrap_err();
+    assert!(
+        matches!(error, ClientError::ForeignHandle { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("launch of copy_word"), "{error}");
+    // Nothing was dispatched: the output keeps its bytes, and the same launch over the
+    // client's own handles runs.
+    assert_eq!(b.read_blocking(&own).unwrap(), 1u32.to_le_bytes());
+    let source = b.create(&9u32.to_le_bytes()).unwrap();
+    b.launch(&kernel, [1, 1, 1], &[&source, &own]).unwrap();
+    assert_eq!(b.read_blocking(&own).unwrap(), 9u32.to_le_bytes());
+}

@@ -23,6 +23,12 @@ impl DeviceLoss {
         }
     }
 
+    /// Whether the device was lost (no copy of the message: the launch path asks this
+    /// on every dispatch).
+    pub(crate) fn is_lost(&self) -> bool {
+        self.inner.lock().is_some()
+    }
+
     /// wgpu's message when the device was lost.
     pub(crate) fn message(&self) -> Option<String> {
         self.inner.lock().clone()

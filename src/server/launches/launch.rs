@@ -36,28 +36,22 @@ impl Server {
         workgroups: [u32; 3],
         handles: &[&Handle],
     ) -> Result<(), ClientError> {
-        self.check_lost(&format!("launch of {}", kernel.label))?;
-        self.check_launch(kernel, workgroups, handles.len())?;
-        for handle in handles {
-            self.check_owner(handle, &format!("launch of {}", kernel.label))?;
-        }
+        self.check_launch(kernel, workgroups, handles)?;
         let usage = self.binding_use(kernel);
-        let outputs: Vec<&Handle> = (0..handles.len())
-            .filter(|&i| kernel.writes_binding(i, &usage))
-            .map(|i| handles[i])
-            .collect();
-        let inputs: Vec<&Handle> = (0..handles.len())
-            .filter(|&i| kernel.reads_binding(i))
-            .map(|i| handles[i])
-            .collect();
-        if let Some((failure, needed)) = self.claimed_input(&inputs) {
+        let inputs = (0..handles.len()).filter(|&i| kernel.reads_binding(i));
+        if let Some((failure, needed)) = self.claimed_input(inputs.map(|i| handles[i])) {
+            let outputs: Vec<&Handle> = (0..handles.len())
+                .filter(|&i| kernel.writes_binding(i, &usage))
+                .map(|i| handles[i])
+                .collect();
             self.skip(kernel, failure, needed, &outputs);
             return Ok(());
         }
         // Nothing reaches the batch unless the pipeline and the bind group are made: a
         // launch refused here ran nothing and claims nothing.
         self.encode_dispatch(kernel, workgroups, handles)?;
-        for output in outputs {
+        for output in (0..handles.len()).filter(|&i| kernel.writes_binding(i, &usage)) {
+            let output = handles[output];
             let binding = output.binding();
             self.main.written(&binding, 0..output.size);
             self.pending.output(&binding, 0..output.size);
@@ -81,8 +75,11 @@ impl Server {
     }
 
     /// The first failure claiming bytes of an input, with the input's id.
-    fn claimed_input(&self, handles: &[&Handle]) -> Option<(FailureId, ManagedMemoryId)> {
-        handles.iter().find_map(
+    fn claimed_input<'h>(
+        &self,
+        mut handles: impl Iterator<Item = &'h Handle>,
+    ) -> Option<(FailureId, ManagedMemoryId)> {
+        handles.find_map(
             |handle| match self.main.claim(&handle.binding(), 0..handle.size) {
                 Some(Claim::Failed(failure, id)) => Some((failure, id)),
                 _ => None,
@@ -136,14 +133,17 @@ impl Server {
         handles: &[&Handle],
     ) -> Result<PreparedDispatch, ClientError> {
         let pipeline = self.pipeline(kernel)?;
-        let mut bindings = Vec::with_capacity(handles.len());
+        // The key's list is the one a cache hit gave back (see `bind_group`): a launch
+        // over cached slices allocates nothing here.
+        let mut bindings = std::mem::take(&mut self.binding_scratch);
+        bindings.clear();
         for handle in handles {
             let resource = self.resource(handle)?;
             let size = resource.binding_size();
             bindings.push((resource.buffer, resource.offset, size));
         }
-        let buffers: Vec<&wgpu::Buffer> = bindings.iter().map(|(buffer, _, _)| buffer).collect();
-        if let Some((read_only, writable)) = aliased_read_only(&pipeline.read_only, &buffers) {
+        let aliased = aliased_read_only(&pipeline.read_only, &bindings, |(buffer, _, _)| buffer);
+        if let Some((read_only, writable)) = aliased {
             return Err(ClientError::ReadOnlyAliasesWritable {
                 kernel: kernel.label.to_string(),
                 read_only,
@@ -188,6 +188,10 @@ impl Server {
     ) -> Result<wgpu::BindGroup, ClientError> {
         self.forget_given_back_pages();
         if let Some(bind_group) = self.bind_groups.get(&key) {
+            // The list goes back emptied: a page it named must not stay alive here.
+            let mut spare = key.bindings;
+            spare.clear();
+            self.binding_scratch = spare;
             return Ok(bind_group);
         }
         let device = &self.device;
@@ -232,12 +236,19 @@ impl Server {
         Ok(bind_group)
     }
 
+    /// The checks a launch passes before anything is looked up: the device is not lost,
+    /// the workgroup counts and the binding count are within the device's limits, every
+    /// handle is this client's. The operation's name is formatted only for an error.
     fn check_launch(
         &self,
         kernel: &Kernel,
         workgroups: [u32; 3],
-        bindings: usize,
+        handles: &[&Handle],
     ) -> Result<(), ClientError> {
+        let operation = || format!("launch of {}", kernel.label);
+        if self.lost.is_lost() {
+            self.check_lost(&operation())?;
+        }
         let limit = self.limits.max_compute_workgroups_per_dimension;
         if workgroups.iter().any(|&count| count > limit) {
             return Err(ClientError::TooManyWorkgroups {
@@ -247,14 +258,17 @@ impl Server {
             });
         }
         let binding_limit = self.limits.max_storage_buffers_per_shader_stage;
-        if bindings > binding_limit as usize {
+        if handles.len() > binding_limit as usize {
             return Err(ClientError::TooManyBindings {
                 kernel: kernel.label.to_string(),
-                given: bindings,
+                given: handles.len(),
                 limit: binding_limit,
             });
         }
-        Ok(())
+        match handles.iter().find(|handle| !self.owns(handle)) {
+            Some(foreign) => self.check_owner(foreign, &operation()),
+            None => Ok(()),
+        }
     }
 
     /// The kernel's pipeline: from the cache (keyed by source and entry point), or

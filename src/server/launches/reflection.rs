@@ -108,19 +108,21 @@ fn written_bindings(module: &naga::Module, entry_point: &str) -> Option<Vec<u32>
 }
 
 /// The first pair (read-only binding, writable binding) of a launch that lie in one
-/// buffer, when `read_only` names the read-only bindings of its kernel.
-pub(crate) fn aliased_read_only<B: PartialEq>(
+/// buffer, when `read_only` names the read-only bindings of its kernel and `buffer`
+/// gives each binding's buffer (taken from the binding, so the caller builds no list).
+pub(crate) fn aliased_read_only<T, B: PartialEq>(
     read_only: &[u32],
-    buffers: &[B],
+    bindings: &[T],
+    buffer: impl Fn(&T) -> &B,
 ) -> Option<(u32, u32)> {
     read_only.iter().find_map(|&reader| {
-        let buffer = buffers.get(reader as usize)?;
-        buffers
+        let shared = buffer(bindings.get(reader as usize)?);
+        bindings
             .iter()
             .enumerate()
             .find(|&(other, candidate)| {
                 other as u32 != reader
-                    && candidate == buffer
+                    && buffer(candidate) == shared
                     && read_only.binary_search(&(other as u32)).is_err()
             })
             .map(|(writer, _)| (reader, writer as u32))

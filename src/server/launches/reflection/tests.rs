@@ -95,8 +95,11 @@ fn other_groups_and_uniforms_are_not_bindings_of_the_launch() {
 
 #[test]
 fn a_read_only_binding_in_a_writable_bindings_buffer_is_found() {
-    assert_eq!(aliased_read_only(&[0, 2], &["a", "a", "b"]), Some((0, 1)));
+    assert_eq!(
+        aliased_read_only(&[0, 2], &["a", "a", "b"], |b| b),
+        Some((0, 1))
+    );
     // Two read-only bindings may share a buffer.
-    assert_eq!(aliased_read_only(&[0, 2], &["a", "b", "a"]), None);
-    assert_eq!(aliased_read_only(&[], &["a", "a"]), None);
+    assert_eq!(aliased_read_only(&[0, 2], &["a", "b", "a"], |b| b), None);
+    assert_eq!(aliased_read_only(&[], &["a", "a"], |b| b), None);
 }
