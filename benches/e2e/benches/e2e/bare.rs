@@ -8,6 +8,8 @@ use crate::common::{
 use crate::kernels::{FILL, FILL_ENTRY, PING, PING_BYTES, PING_ENTRY, fill_workgroups};
 use crate::measure::Timed;
 use crate::plan::{Op, Plan, TEMPORARIES};
+use crate::stages::Stages;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 use wgpu::util::DeviceExt;
 
@@ -117,8 +119,9 @@ impl Bare {
     }
 
     /// (a): `count` dispatches ping-ponging between two 1 KiB buffers in one compute pass,
-    /// the copy of the result into a staging buffer, one submit, one map.
-    pub fn dispatches(&self, count: u32) -> impl Timed + '_ {
+    /// the copy of the result into a staging buffer, one submit, one map; `stages` gets
+    /// `record`, `submit`, `wait` (the map and the read of its first word).
+    pub fn dispatches(&self, count: u32, stages: Rc<Stages>) -> impl Timed + '_ {
         let zeros = [0u8; PING_BYTES];
         let (a, b) = (self.storage(&zeros), self.storage(&zeros));
         let forward = self.bind_group(&self.ping, &[&a, &b]);
@@ -137,11 +140,15 @@ impl Bare {
                 }
             }
             encoder.copy_buffer_to_buffer(&a, 0, &staging, 0, PING_BYTES as u64);
-            self.queue.submit([encoder.finish()]);
+            let commands = encoder.finish();
+            let recorded = start.elapsed();
+            self.queue.submit([commands]);
+            let submitted = start.elapsed();
             self.map(&staging);
             let word = first_word(&mapped(&staging));
             staging.unmap();
             let elapsed = start.elapsed();
+            stages.record(&[recorded, submitted - recorded, elapsed - submitted]);
             done += count;
             check_chain(SIDE, word, done);
             elapsed
@@ -254,8 +261,9 @@ impl Bare {
     }
 
     /// (e): `count` buffers of `size` bytes copied into one staging buffer (made
-    /// beforehand) with `count` copies, one submit, one map, each part touched.
-    pub fn small_reads(&self, count: usize, size: usize) -> impl Timed + '_ {
+    /// beforehand) with `count` copies, one submit, one map, each part touched; `stages`
+    /// gets `record`, `submit`, `wait` (the map) and `touch`.
+    pub fn small_reads(&self, count: usize, size: usize, stages: Rc<Stages>) -> impl Timed + '_ {
         let sources: Vec<Vec<u8>> = (0..count).map(|i| pattern(size, i as u32)).collect();
         let buffers: Vec<wgpu::Buffer> = sources.iter().map(|bytes| self.storage(bytes)).collect();
         let staging = self.staging((count * size) as u64);
@@ -266,24 +274,48 @@ impl Bare {
         staging.unmap();
         move || {
             let start = Instant::now();
-            self.read_into(&buffers, &staging, size as u64);
+            let commands = self.record_reads(&buffers, &staging, size as u64);
+            let recorded = start.elapsed();
+            self.queue.submit([commands]);
+            let submitted = start.elapsed();
+            self.map(&staging);
+            let waited = start.elapsed();
             for part in mapped(&staging).chunks(size) {
                 touch(part);
             }
             staging.unmap();
-            start.elapsed()
+            let elapsed = start.elapsed();
+            stages.record(&[
+                recorded,
+                submitted - recorded,
+                waited - submitted,
+                elapsed - waited,
+            ]);
+            elapsed
         }
     }
 
     /// Copies each of `buffers` (`size` bytes each) into its place in `staging`, submits,
     /// and maps `staging`.
     fn read_into(&self, buffers: &[wgpu::Buffer], staging: &wgpu::Buffer, size: u64) {
+        let commands = self.record_reads(buffers, staging, size);
+        self.queue.submit([commands]);
+        self.map(staging);
+    }
+
+    /// The commands that copy each of `buffers` (`size` bytes each) into its place in
+    /// `staging`.
+    fn record_reads(
+        &self,
+        buffers: &[wgpu::Buffer],
+        staging: &wgpu::Buffer,
+        size: u64,
+    ) -> wgpu::CommandBuffer {
         let mut encoder = self.device.create_command_encoder(&Default::default());
         for (i, buffer) in buffers.iter().enumerate() {
             encoder.copy_buffer_to_buffer(buffer, 0, staging, i as u64 * size, size);
         }
-        self.queue.submit([encoder.finish()]);
-        self.map(staging);
+        encoder.finish()
     }
 }
 

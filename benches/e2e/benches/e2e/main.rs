@@ -52,6 +52,10 @@
 //!   1000 handles; bare 1000 copies into one staging buffer made beforehand, one submit,
 //!   one map. Each part touched. Milliseconds per batch.
 //!
+//! After the main table, `stages.rs` splits (a) and (e) for ours and bare wgpu: the
+//! median of each stage (recording, submit, the wait for the map, the host's touch), timed
+//! with `Instant` inside the same timed runs.
+//!
 //! Run (from the repository root; a release build, the table goes to stdout):
 //!
 //! ```sh
@@ -78,6 +82,7 @@ mod measure;
 mod ours;
 mod peer;
 mod plan;
+mod stages;
 mod table;
 
 use bare::Bare;
@@ -87,6 +92,7 @@ use measure::interleaved;
 use ours::{Ours, Upload};
 use peer::Peer;
 use plan::{Plan, TEMPORARIES};
+use stages::{Stages, print_split};
 use table::{Better, Row};
 use wgpu_memory::memory_management::format_bytes;
 
@@ -132,18 +138,28 @@ fn main() {
 
     let mut rows = Vec::new();
     let mut model_memory = None;
+    let mut splits = Vec::new();
 
     if config.runs('a') {
         eprintln!("e2e: (a) {} dispatches", config.dispatches);
         let count = config.dispatches;
+        let ours_stages = Stages::new(&["record", "wait"]);
+        let bare_stages = Stages::new(&["record", "submit", "wait"]);
         let medians = interleaved(
             config.reps,
             &mut [
-                &mut ours.dispatches(count),
+                &mut ours.dispatches(count, ours_stages.clone()),
                 &mut peer.dispatches(count),
-                &mut bare.dispatches(count),
+                &mut bare.dispatches(count, bare_stages.clone()),
             ],
         );
+        splits.push((
+            format!("(a) {count} dispatches"),
+            count as usize,
+            "dispatch",
+            ours_stages,
+            bare_stages,
+        ));
         let rate = |seconds: f64| f64::from(count) / seconds;
         rows.push(Row {
             case: format!("(a) {count} dispatches + 1 read"),
@@ -248,14 +264,23 @@ fn main() {
 
     if config.runs('e') {
         eprintln!("e2e: (e) {SMALL_READS} reads of {SMALL_READ_SIZE} B");
+        let ours_stages = Stages::new(&["record", "wait", "touch"]);
+        let bare_stages = Stages::new(&["record", "submit", "wait", "touch"]);
         let medians = interleaved(
             config.reps,
             &mut [
-                &mut ours.small_reads(SMALL_READS, SMALL_READ_SIZE),
+                &mut ours.small_reads(SMALL_READS, SMALL_READ_SIZE, ours_stages.clone()),
                 &mut peer.small_reads(SMALL_READS, SMALL_READ_SIZE),
-                &mut bare.small_reads(SMALL_READS, SMALL_READ_SIZE),
+                &mut bare.small_reads(SMALL_READS, SMALL_READ_SIZE, bare_stages.clone()),
             ],
         );
+        splits.push((
+            format!("(e) {SMALL_READS} reads"),
+            SMALL_READS,
+            "read",
+            ours_stages,
+            bare_stages,
+        ));
         let ms = |seconds: f64| seconds * 1e3;
         rows.push(Row {
             case: format!(
@@ -274,6 +299,14 @@ fn main() {
     if let Some((plan, memory)) = model_memory {
         println!();
         table::print_model_memory(&plan, &memory);
+    }
+    for (case, per, item, ours_stages, bare_stages) in &splits {
+        print_split(
+            case,
+            *per,
+            item,
+            &[("ours", ours_stages), ("bare wgpu", bare_stages)],
+        );
     }
     let errors = ours.uncaptured_errors();
     if !errors.is_empty() {

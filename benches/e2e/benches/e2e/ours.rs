@@ -7,6 +7,7 @@ use crate::common::{
 use crate::kernels::{FILL, FILL_ENTRY, PING, PING_BYTES, PING_ENTRY, fill_workgroups};
 use crate::measure::Timed;
 use crate::plan::{Op, Plan, TEMPORARIES};
+use crate::stages::Stages;
 use std::time::{Duration, Instant};
 use wgpu_memory::client::load_submit_policy;
 use wgpu_memory::{Client, ClientError, Handle, Kernel, SubmitPolicy};
@@ -52,8 +53,10 @@ impl Ours {
         self.client.uncaptured_errors()
     }
 
-    /// (a): `count` launches ping-ponging between two 1 KiB handles, then one read.
-    pub fn dispatches(&self, count: u32) -> impl Timed + '_ {
+    /// (a): `count` launches ping-ponging between two 1 KiB handles, then one read;
+    /// `stages` gets `record` (the launches), `wait` (the read: its submit, the device,
+    /// the map).
+    pub fn dispatches(&self, count: u32, stages: std::rc::Rc<Stages>) -> impl Timed + '_ {
         let zeros = [0u8; PING_BYTES];
         Dispatches {
             side: self,
@@ -61,6 +64,7 @@ impl Ours {
             b: self.client.create(&zeros).expect("wgpu-memory: create"),
             count,
             done: 0,
+            stages,
         }
     }
 
@@ -146,8 +150,15 @@ impl Ours {
         }
     }
 
-    /// (e): one `read_many` of `count` handles of `size` bytes, each touched.
-    pub fn small_reads(&self, count: usize, size: usize) -> impl Timed + '_ {
+    /// (e): one `read_many` of `count` handles of `size` bytes, each touched; `stages`
+    /// gets `record` (until `read_many` returns its future), `wait` (until the future
+    /// gives the views) and `touch`.
+    pub fn small_reads(
+        &self,
+        count: usize,
+        size: usize,
+        stages: std::rc::Rc<Stages>,
+    ) -> impl Timed + '_ {
         let sources: Vec<Vec<u8>> = (0..count).map(|i| pattern(size, i as u32)).collect();
         let handles: Vec<Handle> = sources
             .iter()
@@ -162,15 +173,17 @@ impl Ours {
         move || {
             let refs: Vec<&Handle> = handles.iter().collect();
             let start = Instant::now();
-            let parts = self
-                .client
-                .read_many_blocking(&refs)
-                .expect("wgpu-memory: read_many");
+            let future = self.client.read_many(&refs);
+            let recorded = start.elapsed();
+            let parts = pollster::block_on(future).expect("wgpu-memory: read_many");
+            let waited = start.elapsed();
             for part in &parts {
                 touch(part);
             }
             drop(parts);
-            start.elapsed()
+            let elapsed = start.elapsed();
+            stages.record(&[recorded, waited - recorded, elapsed - waited]);
+            elapsed
         }
     }
 }
@@ -190,6 +203,7 @@ struct Dispatches<'a> {
     b: Handle,
     count: u32,
     done: u32,
+    stages: std::rc::Rc<Stages>,
 }
 
 impl Timed for Dispatches<'_> {
@@ -206,8 +220,10 @@ impl Timed for Dispatches<'_> {
                 .launch(&self.side.ping, [1, 1, 1], &[src, dst])
                 .expect("wgpu-memory: launch");
         }
+        let recorded = start.elapsed();
         let word = first_word(&client.read_blocking(&self.a).expect("wgpu-memory: read"));
         let elapsed = start.elapsed();
+        self.stages.record(&[recorded, elapsed - recorded]);
         self.done += self.count;
         check_chain(SIDE, word, self.done);
         elapsed
