@@ -19,7 +19,8 @@
 //! segments of work after it (they may have read what it left unwritten); a segment of
 //! moves is claimed only by its own failure.
 
-use super::segments::{Outcome, SegmentQueue};
+pub(crate) use super::segments::BatchFailure;
+use super::segments::{Outcome, Segment, SegmentQueue};
 use super::upload_page::UploadPage;
 use crate::storage::wgpu_storage::budget::Retiring;
 use crate::storage::wgpu_storage::error::capture;
@@ -64,14 +65,6 @@ impl Default for SubmitPolicy {
 /// groups it keeps alive, for streams of tiny or unaligned writes that count few bytes.
 pub const MAX_BATCH_COMMANDS: u32 = 4096;
 
-/// A sealed part of a batch: one encoder, and the outputs it writes.
-pub(crate) struct Segment {
-    pub(super) encoder: wgpu::CommandEncoder,
-    pub(super) outputs: Vec<(WeakMemoryBinding, Range<u64>)>,
-    /// Only a compaction's copies: claimed by nothing but its own failure.
-    pub(super) moves: bool,
-}
-
 /// The work recorded since the last submit.
 #[derive(Default)]
 pub(crate) struct PendingWork {
@@ -102,14 +95,6 @@ pub(crate) struct Batch {
     /// The bytes of pages given back up to this batch: credited to the budget once the
     /// device is done with it (see `storage::wgpu_storage::budget`).
     pub(crate) retiring: Option<Retiring>,
-}
-
-/// A batch wgpu refused: its message, and the outputs to claim.
-pub(crate) struct BatchFailure {
-    pub(crate) message: String,
-    /// wgpu's typed error says a resource the batch used was destroyed.
-    pub(crate) destroyed: bool,
-    pub(crate) outputs: Vec<(ManagedMemoryBinding, Range<u64>)>,
 }
 
 impl PendingWork {

@@ -15,11 +15,28 @@
 //! nesting, each bounded by [`MAX_BATCH_COMMANDS`](super::MAX_BATCH_COMMANDS)), and is
 //! empty whenever no submission is in progress.
 
-use super::batch::{BatchFailure, Segment};
 use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
+use cubecl_runtime::memory_management::{ManagedMemoryBinding, WeakMemoryBinding};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::Arc;
+
+/// A sealed part of a batch: one encoder, and the outputs it writes.
+pub(crate) struct Segment {
+    pub(super) encoder: wgpu::CommandEncoder,
+    pub(super) outputs: Vec<(WeakMemoryBinding, Range<u64>)>,
+    /// Only a compaction's copies: claimed by nothing but its own failure.
+    pub(super) moves: bool,
+}
+
+/// A batch wgpu refused: its message, and the outputs to claim.
+pub(crate) struct BatchFailure {
+    pub(crate) message: String,
+    /// wgpu's typed error says a resource the batch used was destroyed.
+    pub(crate) destroyed: bool,
+    pub(crate) outputs: Vec<(ManagedMemoryBinding, Range<u64>)>,
+}
 
 /// Segments waiting for their `queue.submit`, oldest first, each with the outcome of
 /// the batch it belongs to.
