@@ -51,7 +51,7 @@ pub use uploads::upload::{
 
 pub(crate) use batch::{Batch, BatchFailure};
 pub(crate) use faults::lost::DeviceLoss;
-pub(crate) use memory::exports::ExportEpoch;
+pub(crate) use memory::export_life::ExportEpoch;
 use memory::handle::DropNotice;
 pub(crate) use memory::history::{FreeRecord, History};
 #[cfg(test)]
@@ -108,7 +108,7 @@ pub(crate) struct Server {
     /// The queue's previous buffer, swapped in so draining it allocates nothing.
     spare_released: Vec<(ManagedMemoryId, MemoryLocation)>,
     /// Allocations whose address left the client: they never move.
-    pins: std::sync::Arc<memory::compaction::PinTable>,
+    pins: std::sync::Arc<memory::pins::PinTable>,
     /// The bound on the bytes one compaction pass moves (0: compaction off).
     max_move_bytes: u64,
     /// The cap over the pages of all three memories, shared by their storages.
@@ -231,7 +231,7 @@ impl Server {
     pub(crate) fn export_resource(
         &mut self,
         handle: &Handle,
-        pin: memory::compaction::PinGuard,
+        pin: memory::pins::PinGuard,
     ) -> Result<HandleResource, ClientError> {
         let mut resource = self.resource(handle)?;
         resource._pin = Some(pin);
@@ -241,7 +241,7 @@ impl Server {
 
     /// The epoch the application's submissions, syncs and cleanups advance (see
     /// `memory::exports`).
-    pub(crate) fn export_epoch(&self) -> std::sync::Arc<memory::exports::ExportEpoch> {
+    pub(crate) fn export_epoch(&self) -> std::sync::Arc<memory::export_life::ExportEpoch> {
         self.exports.epoch()
     }
 
@@ -251,7 +251,7 @@ impl Server {
     }
 
     /// Pins `handle`'s allocation until the guard is dropped.
-    pub(crate) fn pin(&self, handle: &Handle) -> memory::compaction::PinGuard {
+    pub(crate) fn pin(&self, handle: &Handle) -> memory::pins::PinGuard {
         self.pins.pin(handle.memory.descriptor().id)
     }
 
@@ -259,7 +259,7 @@ impl Server {
     pub(crate) fn pin_all<'a>(
         &self,
         handles: impl Iterator<Item = &'a Handle>,
-    ) -> memory::compaction::PinGuard {
+    ) -> memory::pins::PinGuard {
         self.pins.pin_all(
             handles
                 .map(|handle| handle.memory.descriptor().id)

@@ -33,6 +33,7 @@
 //! the oldest is let go (with a warning), which only an application that exports that
 //! many slices without ever submitting, syncing or cleaning up meets.
 
+use super::export_life::{ALIVE, ExportEpoch, ExportLife};
 use super::handle::Handle;
 use crate::memory_management::{MemoryManagement, Pin, page_id};
 use crate::server::Server;
@@ -45,40 +46,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bound on the exported slices held waiting for an application submission.
 pub const MAX_HELD_EXPORTS: usize = 1 << 16;
-
-/// A resource's life still going on.
-const ALIVE: u64 = u64::MAX;
-
-/// The application's submissions through the client's queue, syncs and cleanups,
-/// counted (shared with the client, advanced without the server's lock).
-#[derive(Debug, Default)]
-pub(crate) struct ExportEpoch(AtomicU64);
-
-impl ExportEpoch {
-    /// Counts one submission, sync or cleanup of the application's.
-    pub(crate) fn advance(&self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
-    }
-
-    fn now(&self) -> u64 {
-        self.0.load(Ordering::Acquire)
-    }
-}
-
-/// Carried by every clone of an exported [`HandleResource`](crate::server::HandleResource):
-/// dropped with the last one, it records the epoch at which the application let go of
-/// the slice's address.
-#[derive(Debug)]
-pub(crate) struct ExportLife {
-    epoch: Arc<ExportEpoch>,
-    dropped_at: Arc<AtomicU64>,
-}
-
-impl Drop for ExportLife {
-    fn drop(&mut self) {
-        self.dropped_at.store(self.epoch.now(), Ordering::Release);
-    }
-}
 
 /// Exported slices held, oldest first, and the epoch of the last pass over them.
 #[derive(Default)]

@@ -95,10 +95,10 @@ pub struct HandleResource {
     pub(crate) _binding: ManagedMemoryBinding,
     /// Keeps the slice from moving while the application holds its address (`None` for
     /// the server's own short-lived lookups).
-    pub(crate) _pin: Option<super::compaction::PinGuard>,
+    pub(crate) _pin: Option<super::pins::PinGuard>,
     /// For an exported resource: records, with the last clone's drop, when the
     /// application let go of the address (see `exports`).
-    pub(crate) _export: Option<std::sync::Arc<super::exports::ExportLife>>,
+    pub(crate) _export: Option<std::sync::Arc<super::export_life::ExportLife>>,
 }
 
 impl HandleResource {

@@ -42,7 +42,7 @@ pub(crate) struct ReadPlan {
     /// (offset in the range, length) of each part, in bytes.
     parts: Vec<(u64, u64)>,
     /// The parts' allocations stay where they are while the read is in flight.
-    pins: crate::server::memory::compaction::PinGuard,
+    pins: crate::server::memory::pins::PinGuard,
 }
 
 #[derive(Default)]
@@ -64,7 +64,7 @@ pub(crate) struct PendingMap {
     /// The poller's ticket for this map (to park the reader's waker on).
     ticket: u64,
     /// Released with the read (see [`ReadPlan`]).
-    _pins: crate::server::memory::compaction::PinGuard,
+    _pins: crate::server::memory::pins::PinGuard,
 }
 
 impl ReadPlan {
