@@ -21,6 +21,8 @@
 
 mod policy;
 mod queue;
+#[cfg(test)]
+mod queue_tests;
 
 pub use policy::FlushingPolicy;
 pub use queue::{Fence, FenceError, PendingDropQueue};
