@@ -38,20 +38,20 @@ impl Server {
     ) -> Result<(), ClientError> {
         self.check_launch(kernel, workgroups, handles)?;
         let usage = self.binding_use(kernel);
-        let inputs = (0..handles.len()).filter(|&i| kernel.reads_binding(i));
-        if let Some((failure, needed)) = self.claimed_input(inputs.map(|i| handles[i])) {
-            let outputs: Vec<&Handle> = (0..handles.len())
-                .filter(|&i| kernel.writes_binding(i, &usage))
-                .map(|i| handles[i])
-                .collect();
+        let inputs = handles
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| kernel.reads_binding(i))
+            .map(|(_, handle)| *handle);
+        if let Some((failure, needed)) = self.claimed_input(inputs) {
+            let outputs: Vec<&Handle> = outputs_of(kernel, &usage, handles).collect();
             self.skip(kernel, failure, needed, &outputs);
             return Ok(());
         }
         // Nothing reaches the batch unless the pipeline and the bind group are made: a
         // launch refused here ran nothing and claims nothing.
         self.encode_dispatch(kernel, workgroups, handles)?;
-        for output in (0..handles.len()).filter(|&i| kernel.writes_binding(i, &usage)) {
-            let output = handles[output];
+        for output in outputs_of(kernel, &usage, handles) {
             let binding = output.binding();
             self.main.written(&binding, 0..output.size);
             self.pending.output(&binding, 0..output.size);
@@ -328,4 +328,18 @@ fn pipeline_key(kernel: &Kernel) -> PipelineKey {
         source: kernel.source.clone(),
         entry_point: kernel.entry_point.clone(),
     }
+}
+
+/// The handles `kernel` writes (its outputs), in binding order: what a skipped launch
+/// claims and what a recorded one marks written.
+fn outputs_of<'a>(
+    kernel: &'a Kernel,
+    usage: &'a BindingUse,
+    handles: &'a [&'a Handle],
+) -> impl Iterator<Item = &'a Handle> + 'a {
+    handles
+        .iter()
+        .enumerate()
+        .filter(move |&(i, _)| kernel.writes_binding(i, usage))
+        .map(|(_, handle)| *handle)
 }
