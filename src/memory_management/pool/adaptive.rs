@@ -152,9 +152,9 @@ impl FreeSpace for BandSpace<'_> {
         }
     }
 
-    fn comes_back_in_place(&self, slice: &Slice) -> bool {
+    fn reissues_in_place(&self, slice: &Slice) -> bool {
         match (&self.tiers[slice.tier as usize], slice.block) {
-            (Some(tier), Some(block)) => tier.pages.comes_back_in_place(block),
+            (Some(tier), Some(block)) => tier.pages.reissues_in_place(block),
             _ => false,
         }
     }

@@ -263,10 +263,10 @@ impl SlicedPages {
         self.placement.free(block);
     }
 
-    /// Whether `block`, freed and asked for again at its size, would be placed where it
-    /// is (see [`Tlsf::comes_back_in_place`]).
-    pub(crate) fn comes_back_in_place(&self, block: BlockId) -> bool {
-        self.placement.comes_back_in_place(block)
+    /// Whether `block` may be handed out again where it is to a request of its size:
+    /// its hole would start at its offset (see [`Tlsf::reissues_in_place`]).
+    pub(crate) fn reissues_in_place(&self, block: BlockId) -> bool {
+        self.placement.reissues_in_place(block)
     }
 
     /// Gives every entirely free page back to the storage; returns how many.

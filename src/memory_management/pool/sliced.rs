@@ -35,10 +35,10 @@ impl FreeSpace for SlicedPages {
         }
     }
 
-    fn comes_back_in_place(&self, slice: &Slice) -> bool {
+    fn reissues_in_place(&self, slice: &Slice) -> bool {
         slice
             .block
-            .is_some_and(|block| SlicedPages::comes_back_in_place(self, block))
+            .is_some_and(|block| SlicedPages::reissues_in_place(self, block))
     }
 }
 

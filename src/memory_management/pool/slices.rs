@@ -108,10 +108,11 @@ impl Reuse {
 pub(crate) trait FreeSpace {
     /// Returns a released slice's bytes to the pool's free space.
     fn release(&mut self, slice: &Slice);
-    /// Whether the dropped `slice`'s block, freed and asked for again at its size, would
-    /// be placed exactly where it is (see `Tlsf::comes_back_in_place`). Only such
-    /// slices are reused in place ([`SliceTable::step_reusing`]).
-    fn comes_back_in_place(&self, slice: &Slice) -> bool;
+    /// Whether the dropped `slice`'s block may be handed out again where it is to a
+    /// request of its size: freeing it would leave a hole that starts at its offset
+    /// (see `Tlsf::reissues_in_place`). Only such slices are reused in place
+    /// ([`SliceTable::step_reusing`]).
+    fn reissues_in_place(&self, slice: &Slice) -> bool;
 }
 
 /// A closure as a [`FreeSpace`] that reuses nothing in place.
@@ -122,7 +123,7 @@ impl<F: FnMut(&Slice)> FreeSpace for Releasing<F> {
         (self.0)(slice)
     }
 
-    fn comes_back_in_place(&self, _slice: &Slice) -> bool {
+    fn reissues_in_place(&self, _slice: &Slice) -> bool {
         false
     }
 }
@@ -152,6 +153,10 @@ pub(crate) struct SliceTable {
     slots: Vec<Option<Slice>>,
     vacant: Vec<u32>,
     cursor: usize,
+    /// The slot after the one last handed out (placed or reissued): a loop that drops
+    /// its buffers and asks for the same sizes in the same order finds its next slice
+    /// there, whatever the sweep cursor has passed over meanwhile.
+    hint: usize,
     /// Slices inserted since the last sweep that visited every slot.
     since_full: usize,
     /// Visits the last [`step_reusing`](Self::step_reusing) steps left undone by
@@ -161,6 +166,9 @@ pub(crate) struct SliceTable {
     /// Slots visited by sweeps, for the work-bound tests.
     #[cfg(test)]
     pub(crate) visits: usize,
+    /// Dropped slices handed out again in place, for the reuse tests.
+    #[cfg(test)]
+    pub(crate) reissued: usize,
     /// Failures carried by released slices, to uncount in the error graph.
     shed: Vec<FailureId>,
 }
@@ -180,10 +188,13 @@ impl SliceTable {
             slots: Vec::new(),
             vacant: Vec::new(),
             cursor: 0,
+            hint: 0,
             since_full: 0,
             owed: 0,
             #[cfg(test)]
             visits: 0,
+            #[cfg(test)]
+            reissued: 0,
             shed: Vec::new(),
         }
     }
@@ -220,6 +231,7 @@ impl SliceTable {
                 (self.slots.len() - 1) as u32
             }
         };
+        self.hint = index as usize + 1;
         // The page field is informational: lookups go through the slot index.
         let location = MemoryLocation::new(self.pool, page.min(u16::MAX as u32) as u16, index);
         handle.descriptor().update_location(location);
@@ -260,8 +272,9 @@ impl SliceTable {
         self.visit(visits, None, &mut Releasing(release));
     }
 
-    /// A [`Sweep::Step`] that keeps, instead of releasing it, the first dropped slice
-    /// `reuse` fits that [comes back in place](FreeSpace::comes_back_in_place), and
+    /// The dropped slice in the [hinted](Self::hint) slot, when `reuse` fits it and it
+    /// [reissues in place](FreeSpace::reissues_in_place); otherwise a [`Sweep::Step`]
+    /// that keeps, instead of releasing it, the first dropped slice that does, and
     /// hands it out again under a fresh handle for a reservation of `reuse.size` bytes.
     /// `None` when the step met no such slice (the others it met are released as by
     /// [`sweep`](Self::sweep)).
@@ -270,20 +283,32 @@ impl SliceTable {
     /// bench's `steady`, a frame's buffers) would otherwise free the block, merge it with
     /// a free upper neighbour, file the hole, find it again and split the same bytes
     /// off. Keeping the slice where it is gives the same layout without touching the
-    /// placement index. A slice the placement would not put back where it is (a free
-    /// lower neighbour, a closer fit elsewhere) is released as usual.
+    /// placement index. A slice with a free lower neighbour is released as usual, so
+    /// the two holes join.
     ///
     /// The step stops at the slice it keeps and the next step makes up the visits left
     /// (`owed`): slots after it may hold the loop's next requests, and releasing them
     /// now would lose their reuse, while dropping the visits would release other drops
     /// later than without the reuse (which moved the allocator bench's `phases` from
     /// 0.889 to 0.877 efficiency; with the visits made up, every trace is unchanged).
+    ///
+    /// The hint comes first because the step alone loses a whole round of reuse: at a
+    /// round's start every slice is dropped, the cursor stands wherever the last round
+    /// left it, and a step releases the slices it meets that do not fit, slices the
+    /// round asks for next (the inference trace reused 5 % of its reservations; with
+    /// the hint, 98 %). A hinted reuse owes the step's visits, made up by the next step,
+    /// so drops are still released at the step's pace (without that, `phases` fell from
+    /// 0.889 to 0.867 efficiency; with it, 0.877, and no other trace moved).
     pub(crate) fn step_reusing(
         &mut self,
         reuse: Reuse,
         space: &mut impl FreeSpace,
     ) -> Option<ManagedMemoryHandle> {
         let len = self.slots.len();
+        if let Some(index) = self.hinted(reuse, space) {
+            self.owed = (self.owed + SWEEP_STEP).min(POLL_LIMIT);
+            return self.reissue(index, reuse);
+        }
         let visits = (SWEEP_STEP + self.owed).min(len);
         let (kept, visited) = self.visit(visits, Some(reuse), space);
         if visited == len {
@@ -291,6 +316,19 @@ impl SliceTable {
         }
         self.owed = (visits - visited).min(POLL_LIMIT);
         self.reissue(kept?, reuse)
+    }
+
+    /// The [hinted](Self::hint) slot, when it holds a dropped slice `reuse` fits that
+    /// reissues in place. O(1); releases nothing.
+    fn hinted(&self, reuse: Reuse, space: &impl FreeSpace) -> Option<usize> {
+        let index = if self.hint >= self.slots.len() {
+            0
+        } else {
+            self.hint
+        };
+        let free = self.handles.get(index)?.as_ref()?.is_free();
+        let slice = self.slots[index].as_ref()?;
+        (free && reuse.fits(slice) && space.reissues_in_place(slice)).then_some(index)
     }
 
     /// Visits up to `visits` slots from the cursor on, releasing each dropped slice
@@ -318,7 +356,7 @@ impl SliceTable {
                 let fits = reuse.is_some_and(|r| {
                     self.slots[index]
                         .as_ref()
-                        .is_some_and(|slice| r.fits(slice) && space.comes_back_in_place(slice))
+                        .is_some_and(|slice| r.fits(slice) && space.reissues_in_place(slice))
                 });
                 if fits {
                     kept = Some(index);
@@ -360,6 +398,11 @@ impl SliceTable {
         handle.descriptor().update_location(location);
         self.handles[index] = Some(handle.clone());
         self.since_full += 1;
+        self.hint = index + 1;
+        #[cfg(test)]
+        {
+            self.reissued += 1;
+        }
         Some(handle)
     }
 

@@ -464,46 +464,45 @@ fn claim_takes_exactly_the_ranges_asked() {
     assert_bins_consistent(&tlsf);
 }
 
-/// Frees `block` in a copy of `tlsf` and allocates its size again: the offset it lands at.
-fn offset_after_free_and_allocate(tlsf: &Tlsf, block: &Block) -> Option<u64> {
+/// Frees `block` in a copy of `tlsf`: the free range that then holds the block's offset.
+fn hole_after_free(tlsf: &Tlsf, block: &Block) -> Option<(u64, u64)> {
     let mut copy = tlsf.clone();
     assert!(copy.free(block.id));
-    copy.allocate(block.size).map(|again| again.offset)
+    copy.free_ranges(block.region)
+        .into_iter()
+        .find(|&(start, len)| start <= block.offset && block.offset < start + len)
 }
 
-/// The cases `comes_back_in_place` names, each checked against what a free and an
-/// allocation of the same size really do.
+/// A block is reissued in place exactly when freeing it would leave a hole that starts
+/// at its own offset: a free upper neighbour is fine, a free lower one is not.
 #[test]
-fn a_block_comes_back_in_place_only_where_free_then_allocate_puts_it_back() {
+fn a_block_reissues_in_place_only_where_its_hole_would_start_at_it() {
     let mut tlsf = Tlsf::new(1);
     tlsf.add_region(0, 1024);
     let blocks: Vec<Block> = (0..5).map(|_| tlsf.allocate(100).unwrap()).collect();
     // Both neighbours taken: the hole is exactly the block.
-    assert!(tlsf.comes_back_in_place(blocks[2].id));
-    // Only the upper neighbour (the region's free tail) is free, and no other hole.
-    assert!(tlsf.comes_back_in_place(blocks[4].id));
-    assert_eq!(offset_after_free_and_allocate(&tlsf, &blocks[4]), Some(400));
+    assert!(tlsf.reissues_in_place(blocks[2].id));
+    assert_eq!(hole_after_free(&tlsf, &blocks[2]), Some((200, 100)));
+    // The region's first block: no lower neighbour at all.
+    assert!(tlsf.reissues_in_place(blocks[0].id));
+    // Only the upper neighbour (the region's free tail) is free: the hole starts at it,
+    // even though an exact hole elsewhere would suit a new placement better.
     assert!(tlsf.free(blocks[1].id));
-    // An exact hole at 100 now comes first for the block above the tail's neighbour...
-    assert!(!tlsf.comes_back_in_place(blocks[4].id));
-    assert_eq!(offset_after_free_and_allocate(&tlsf, &blocks[4]), Some(100));
-    // ...and a free lower neighbour moves the merged hole's start.
-    assert!(!tlsf.comes_back_in_place(blocks[2].id));
-    assert_eq!(offset_after_free_and_allocate(&tlsf, &blocks[2]), Some(100));
-    // A block between taken neighbours still comes back: its hole joins the head of
-    // the bin the 100-byte hole at 100 shares.
-    assert!(tlsf.comes_back_in_place(blocks[3].id));
-    assert_eq!(offset_after_free_and_allocate(&tlsf, &blocks[3]), Some(300));
-    // Freed and stale ids never come back.
+    assert!(tlsf.reissues_in_place(blocks[4].id));
+    assert_eq!(hole_after_free(&tlsf, &blocks[4]), Some((400, 624)));
+    // A free lower neighbour moves the merged hole's start.
+    assert!(!tlsf.reissues_in_place(blocks[2].id));
+    assert_eq!(hole_after_free(&tlsf, &blocks[2]), Some((100, 200)));
+    // Freed and stale ids are never reissued.
     let stale = blocks[1].id;
-    assert!(!tlsf.comes_back_in_place(stale));
+    assert!(!tlsf.reissues_in_place(stale));
 }
 
 proptest! {
-    /// Whenever `comes_back_in_place` says so, freeing the block and allocating its size
-    /// again hands out the same offset, over random layouts of several regions.
+    /// Whenever `reissues_in_place` says so, freeing the block leaves a hole that starts
+    /// at the block's offset and holds it whole, over random layouts of several regions.
     #[test]
-    fn comes_back_in_place_never_errs(
+    fn reissues_in_place_only_where_the_hole_starts_at_the_block(
         granule in prop::sample::select(vec![1u64, 4, 256]),
         ops in prop::collection::vec(op(), 1..120),
     ) {
@@ -513,9 +512,9 @@ proptest! {
             model.apply(&mut tlsf, op);
         }
         for block in model.live.values() {
-            if tlsf.comes_back_in_place(block.id) {
-                prop_assert_eq!(offset_after_free_and_allocate(&tlsf, block), Some(block.offset));
-            }
+            let hole = hole_after_free(&tlsf, block).expect("a freed block is free");
+            let starts_here = hole.0 == block.offset && hole.1 >= block.size;
+            prop_assert_eq!(tlsf.reissues_in_place(block.id), starts_here);
         }
     }
 }
