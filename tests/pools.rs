@@ -292,9 +292,10 @@ fn exclusive_pages_idle_for_a_period_go_back() {
 #[test]
 fn adaptive_pages_are_sized_for_the_request_and_every_page_serves() {
     let mut memory = memory(None);
-    // Six 300 KiB allocations share one 2 MiB page (the smallest shared page).
-    let small: Vec<_> = (0..6)
-        .map(|_| memory.reserve(300 * 1024).unwrap())
+    // Three 600 KiB allocations share one 2 MiB page: a page holds at least two of the
+    // request that made it (1.2 MiB), rounded up to a power of two up to 4 MiB.
+    let small: Vec<_> = (0..3)
+        .map(|_| memory.reserve(600 * 1024).unwrap())
         .collect();
     let report = memory.memory_report();
     assert!(

@@ -14,12 +14,12 @@
 //! | `Manual { suballocated_device_memory_block_size: a..b }` | `a`, growing to `b`, both clamped to 4-256 MiB | half of those, clamped the same |
 //!
 //! Blocks grow with the number of blocks a memory type holds (doubling per block, up to
-//! the end of the range). Our pages are 512 KiB (small slices), 2 MiB, 4 MiB and then
+//! the end of the range). Our pages are 512 KiB (small slices), 1 MiB, 2 MiB, 4 MiB and then
 //! sizes at most 1/16 over the request that made them (the adaptive pool), and 256 KiB
 //! and up in powers of two (upload staging): with fixed 4 MiB blocks
 //! ([`DEVICE_MEMORY_BLOCK`]) every page over 4 MiB has a block of its own and returns its
 //! memory when it is given back, pages of 4 MiB and less pack into blocks whose size they
-//! divide (the adaptive pool makes no page between 2 and 4 MiB but those two), and a
+//! divide (the adaptive pool makes no page of 4 MiB or less but powers of two), and a
 //! memory type keeps at most one empty 4 MiB block.
 
 use super::Client;
