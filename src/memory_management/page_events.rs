@@ -9,6 +9,13 @@ use super::pool::page_map::page_id;
 use crate::storage::{ComputeStorage, CopyStorage, StorageHandle, StorageId};
 use cubecl_runtime::server::IoError;
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The next event's sequence number, process-wide: events of several memories (a client's
+/// main memory and its two staging memories) merge in the order they happened, not memory
+/// by memory (a history that listed the main memory's new page before the upload pages
+/// given back just before it showed a peak that never was).
+static NEXT_EVENT: AtomicU64 = AtomicU64::new(0);
 
 /// The most [`MemoryEvent`]s a memory keeps between two
 /// [`take_events`](super::MemoryManagement::take_events) calls; older ones are dropped
@@ -76,7 +83,8 @@ pub(crate) struct PageLog {
     /// The memory's name, for tracing.
     memory: String,
     observed: bool,
-    events: VecDeque<MemoryEvent>,
+    /// Each with its sequence number ([`NEXT_EVENT`]).
+    events: VecDeque<(u64, MemoryEvent)>,
     dropped: u64,
     /// Bytes of every page held, by storage id: bounded by the pages held.
     sizes: HashMap<StorageId, u64>,
@@ -100,6 +108,15 @@ impl PageLog {
 
     /// The events kept since the last call, oldest first, and how many were dropped since.
     pub(crate) fn take(&mut self) -> (Vec<MemoryEvent>, u64) {
+        let (events, dropped) = self.take_sequenced();
+        (
+            events.into_iter().map(|(_, event)| event).collect(),
+            dropped,
+        )
+    }
+
+    /// As [`take`](Self::take), each event with its process-wide sequence number.
+    pub(crate) fn take_sequenced(&mut self) -> (Vec<(u64, MemoryEvent)>, u64) {
         let dropped = std::mem::take(&mut self.dropped);
         (self.events.drain(..).collect(), dropped)
     }
@@ -112,7 +129,8 @@ impl PageLog {
             self.events.pop_front();
             self.dropped += 1;
         }
-        self.events.push_back(event);
+        let sequence = NEXT_EVENT.fetch_add(1, Ordering::Relaxed);
+        self.events.push_back((sequence, event));
     }
 
     fn made(&mut self, pool: usize, id: StorageId, bytes: u64) {
@@ -241,6 +259,28 @@ mod tests {
                 bytes: 10
             }
         );
+    }
+
+    /// Events of two logs, pushed in turn, sort back into the order they were pushed.
+    #[test]
+    fn sequence_numbers_merge_two_logs_in_the_order_of_their_events() {
+        let (mut main, mut upload) = (PageLog::new("main"), PageLog::new("upload"));
+        main.observe(true);
+        upload.observe(true);
+        let spill = |bytes| MemoryEvent::Spill {
+            from: 0,
+            to: 1,
+            bytes,
+        };
+        upload.push(spill(0));
+        main.push(spill(1));
+        upload.push(spill(2));
+        main.push(spill(3));
+        let mut merged = main.take_sequenced().0;
+        merged.extend(upload.take_sequenced().0);
+        merged.sort_by_key(|(sequence, _)| *sequence);
+        let order: Vec<MemoryEvent> = merged.into_iter().map(|(_, event)| event).collect();
+        assert_eq!(order, (0..4).map(spill).collect::<Vec<_>>());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use crate::device::{fresh, pattern};
 use wgpu_memory::Client;
 use wgpu_memory::client::{SMALLEST_UPLOAD_PAGE, STAGING_FREE_FLOOR, STAGING_IDLE_OPERATIONS};
 use wgpu_memory::memory_management::MemoryReport;
+use wgpu_memory::report::{EventKind, MAIN_MEMORY};
 
 const KIB: usize = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -115,6 +116,60 @@ fn free_staging_over_a_quarter_of_the_working_set_goes_back_at_the_next_write() 
         "only the page of the write in flight is held ({free} B were free)"
     );
     for (i, handle) in handles.iter().enumerate() {
+        assert!(
+            *client.read_blocking(handle).unwrap() == *data,
+            "create {i}"
+        );
+    }
+}
+
+/// A `create` that makes a main page gives free upload staging over its bound back
+/// first, and the history lists the two in that order: the device never holds both, and
+/// a peak read off the history is one that happened (issue 23: the main job's chain
+/// peaked with a new main page beside 1.5 MiB of free upload pages, given back by the
+/// same write just after).
+#[test]
+fn a_create_gives_free_staging_back_before_its_handle_makes_a_page() {
+    let Some(client) = fresh() else { return };
+    client.record_history(10_000);
+    // While a huge tensor is live (a band of its own: its page serves no small request)
+    // the burst's staging is under every bound and stays; once it is dropped, the free
+    // staging is over a quarter of the working set.
+    let huge = client.empty(80 * MIB).unwrap();
+    let data = pattern(300 * KIB, 5);
+    let mut handles: Vec<_> = (0..4).map(|_| client.create(&data).unwrap()).collect();
+    client.sync().unwrap();
+    drop(huge);
+    let (_, free) = held(&client.memory_report(), "upload");
+    assert!(
+        free > MIB,
+        "the burst left {free} B of free staging, not over the 1 MiB write's own page"
+    );
+    let seen = client.history().len();
+    // 1 MiB fits in no main page of the burst (1 MiB pages holding 300 KiB slices).
+    let big = pattern(MIB as usize, 6);
+    handles.push(client.create(&big).unwrap());
+    let events = client.history().split_off(seen);
+    let main_page = events
+        .iter()
+        .position(|e| e.kind == EventKind::PageMade && e.memory.as_deref() == Some(MAIN_MEMORY))
+        .expect("the 1 MiB create made a main page");
+    let released: Vec<usize> = (0..events.len())
+        .filter(|&i| {
+            events[i].kind == EventKind::PageReleased
+                && events[i].memory.as_deref() == Some("upload")
+        })
+        .collect();
+    assert!(
+        !released.is_empty(),
+        "no free upload page went back: {events:?}"
+    );
+    assert!(
+        released.iter().all(|&i| i < main_page),
+        "upload pages went back at {released:?}, after the main page made at {main_page}: {events:?}"
+    );
+    assert!(*client.read_blocking(&handles[4]).unwrap() == *big);
+    for (i, handle) in handles[..4].iter().enumerate() {
         assert!(
             *client.read_blocking(handle).unwrap() == *data,
             "create {i}"

@@ -310,6 +310,13 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         self.log.take()
     }
 
+    /// As [`take_events`](Self::take_events), each event with its sequence number: one
+    /// counter for every memory of the process, so the events of several memories sort
+    /// into the order they happened.
+    pub fn take_sequenced_events(&mut self) -> (Vec<(u64, MemoryEvent)>, u64) {
+        self.log.take_sequenced()
+    }
+
     /// Where the slice of `binding` lies: its pool's place in [`page_map`](Self::page_map),
     /// the page id and the offset in bytes.
     ///

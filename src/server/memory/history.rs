@@ -204,27 +204,33 @@ impl Server {
         history: &mut History,
         reservation: Option<(u64, Option<&str>)>,
     ) {
-        let memories = [
+        let mut memories = [
             (MAIN_MEMORY, &mut self.main),
             ("staging", &mut self.staging),
             ("upload", &mut self.uploads.memory),
         ];
-        let mut made: BTreeSet<(&'static str, u64)> = BTreeSet::new();
-        for (name, memory) in memories {
-            let (events, dropped) = memory.take_events();
+        // The three memories' events, merged into the order they happened: a write gives
+        // free upload pages back before its handle's main page is made.
+        let mut events: Vec<(u64, usize, MemoryEvent)> = Vec::new();
+        for (index, (name, memory)) in memories.iter_mut().enumerate() {
+            let (taken, dropped) = memory.take_sequenced_events();
             if dropped > 0 {
                 tracing::warn!(
-                    memory = name,
+                    memory = *name,
                     dropped,
                     "page events dropped before history took them"
                 );
             }
-            for event in events {
-                if let MemoryEvent::PageMade { page, .. } = event {
-                    made.insert((name, page));
-                }
-                push_page_event(history, name, memory, event, reservation);
+            events.extend(taken.into_iter().map(|(seq, event)| (seq, index, event)));
+        }
+        events.sort_by_key(|(seq, _, _)| *seq);
+        let mut made: BTreeSet<(&'static str, u64)> = BTreeSet::new();
+        for (_, index, event) in events {
+            let (name, memory) = &memories[index];
+            if let MemoryEvent::PageMade { page, .. } = event {
+                made.insert((name, page));
             }
+            push_page_event(history, name, memory, event, reservation);
         }
         if history.on() {
             self.record_staging_states(history, &made);

@@ -86,6 +86,16 @@ impl Server {
         })
     }
 
+    /// Gives free upload staging over its bound back before a `create` of `len` bytes
+    /// reserves its handle (see [`UploadStaging::give_back_free_before`]).
+    ///
+    /// [`UploadStaging::give_back_free_before`]: crate::server::uploads::upload::UploadStaging::give_back_free_before
+    pub(crate) fn before_create(&mut self, len: u64) {
+        let main = &self.main;
+        self.uploads
+            .give_back_free_before(len, || main.memory_usage().bytes_in_use);
+    }
+
     /// `len` bytes of mapped upload staging in the pending batch.
     pub(crate) fn upload_region(&mut self, len: u64) -> Result<Region, ClientError> {
         let region = self.with_room("upload", len, |server| {
