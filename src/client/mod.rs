@@ -290,7 +290,7 @@ impl Client {
                 // while this write is recorded.
                 let _turn = self.turn();
                 let mut server = self.shared.server.lock();
-                server.before_create(size);
+                server.bound_free_staging(size);
                 let reserved = server.empty(size);
                 let handle = self
                     .record_failure(&mut server, reserved)

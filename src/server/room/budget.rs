@@ -86,14 +86,15 @@ impl Server {
         })
     }
 
-    /// Gives free upload staging over its bound back before a `create` of `len` bytes
-    /// reserves its handle (see [`UploadStaging::give_back_free_before`]).
+    /// Gives free upload staging over its bound back, for a write of `len` bytes: after
+    /// every write, and before a `create` reserves its handle (see
+    /// [`UploadStaging::give_back_free_over_bound`]).
     ///
-    /// [`UploadStaging::give_back_free_before`]: crate::server::uploads::upload::UploadStaging::give_back_free_before
-    pub(crate) fn before_create(&mut self, len: u64) {
+    /// [`UploadStaging::give_back_free_over_bound`]: crate::server::uploads::upload::UploadStaging::give_back_free_over_bound
+    pub(crate) fn bound_free_staging(&mut self, len: u64) {
         let main = &self.main;
         self.uploads
-            .give_back_free_before(len, || main.memory_usage().bytes_in_use);
+            .give_back_free_over_bound(len, || main.memory_usage().bytes_in_use);
     }
 
     /// `len` bytes of mapped upload staging in the pending batch.
@@ -101,9 +102,7 @@ impl Server {
         let region = self.with_room("upload", len, |server| {
             server.uploads.region(len, &mut server.pending)
         })?;
-        let main = &self.main;
-        self.uploads
-            .give_back_free_after(len, || main.memory_usage().bytes_in_use);
+        self.bound_free_staging(len);
         Ok(region)
     }
 

@@ -155,27 +155,18 @@ impl UploadStaging {
             .saturating_sub(self.in_flight.load(Ordering::Relaxed))
     }
 
-    /// After a write of `len` bytes: gives every free staging page back when their bytes
-    /// are over [`STAGING_FREE_FLOOR`], one page of the write's size, and a quarter of
-    /// the main memory's bytes in use (`in_use`, asked only past the first two: it walks
-    /// the main memory's slices). Pages taken by a batch stay. O(1) when under the first
-    /// two; otherwise a cleanup of the staging memory.
-    pub(crate) fn give_back_free_after(&mut self, len: u64, in_use: impl FnOnce() -> u64) {
-        self.give_back_free_over_bound(len, in_use);
-    }
-
-    /// Before a `create` of `len` bytes reserves its handle: the same rule as
-    /// [`give_back_free_after`](Self::give_back_free_after), so free staging over its
-    /// bound goes back before the main memory may make a page for the handle, and the
-    /// device never holds both (the main job's chain peaked with a new main page beside
-    /// 1.5 MiB of free upload pages that the write then gave back). The free page the
-    /// write would have taken goes too when the bound is crossed; it is made again, once.
-    pub(crate) fn give_back_free_before(&mut self, len: u64, in_use: impl FnOnce() -> u64) {
-        self.give_back_free_over_bound(len, in_use);
-    }
-
-    /// The rule of [`give_back_free_after`](Self::give_back_free_after).
-    fn give_back_free_over_bound(&mut self, len: u64, in_use: impl FnOnce() -> u64) {
+    /// Gives every free staging page back when their bytes are over
+    /// [`STAGING_FREE_FLOOR`], one page of a write of `len` bytes, and a quarter of the
+    /// main memory's bytes in use (`in_use`, asked only past the first two: it walks the
+    /// main memory's slices). Pages taken by a batch stay. O(1) when under the first two;
+    /// otherwise a cleanup of the staging memory.
+    ///
+    /// Runs after every write, and before a `create` reserves its handle, so free staging
+    /// over its bound goes back before the main memory may make a page for the handle and
+    /// the device never holds both (the main job's chain peaked with a new main page
+    /// beside 1.5 MiB of free upload pages that the write then gave back). There, the
+    /// free page the write would have taken goes too; it is made again, once.
+    pub(crate) fn give_back_free_over_bound(&mut self, len: u64, in_use: impl FnOnce() -> u64) {
         let free = self.free_bytes();
         // One free page of the write's size always stays: a loop that writes and syncs
         // finds its last page not yet mapped again, and takes it on the pass after.
