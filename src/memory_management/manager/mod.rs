@@ -245,6 +245,12 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         &mut self.storage
     }
 
+    /// The storage the pages live in, for lookups that change nothing (a read finding
+    /// the buffers of its copies while it holds other borrows of the memory's owner).
+    pub fn storage_ref(&self) -> &S {
+        &self.storage
+    }
+
     /// Opens or closes an allocation-mode window. Windows nest: `Persistent` and
     /// `Dedicated` open one, `Auto` closes the innermost (and does nothing when none is
     /// open); the innermost open window decides where reservations go.

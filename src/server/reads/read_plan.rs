@@ -7,13 +7,17 @@
 //! 1000, which is most of such a read's cost on the GPU.
 
 use crate::storage::wgpu_storage::limits::COPY_ALIGNMENT;
+use cubecl_runtime::storage::StorageId;
 
 /// Parts at most this many bytes apart in one page share a copy (the gap is copied too).
 pub const MAX_COPIED_GAP: u64 = 4096;
 
-/// One part to read: `len` bytes at byte `start` of `buffer`.
-pub(crate) struct Source<'a> {
-    pub(crate) buffer: &'a wgpu::Buffer,
+/// One part to read: `len` bytes at byte `start` of the page `page`. Pages are named by
+/// their storage id, not their buffer: sorting and joining a thousand parts compares
+/// integers, and only each run's buffer is looked up afterwards.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Source {
+    pub(crate) page: StorageId,
     pub(crate) start: u64,
     pub(crate) len: u64,
 }
@@ -35,13 +39,11 @@ pub(crate) struct Layout {
 }
 
 /// Lays out `sources` (in the read's order) in one staging range. `runs[i].source`
-/// names the part whose buffer the run copies from. Zero-size parts take no bytes and
+/// names the part whose page the run copies from. Zero-size parts take no bytes and
 /// no copy.
-pub(crate) fn layout(sources: &[Source<'_>]) -> Layout {
+pub(crate) fn layout(sources: &[Source]) -> Layout {
     let mut order: Vec<usize> = (0..sources.len()).filter(|&i| sources[i].len > 0).collect();
-    order.sort_by(|&a, &b| {
-        (sources[a].buffer, sources[a].start).cmp(&(sources[b].buffer, sources[b].start))
-    });
+    order.sort_unstable_by_key(|&i| (sources[i].page, sources[i].start, i));
     let mut runs: Vec<Run> = Vec::new();
     let mut parts = vec![(0, 0); sources.len()];
     let mut total = 0u64;
@@ -49,7 +51,7 @@ pub(crate) fn layout(sources: &[Source<'_>]) -> Layout {
         let source = &sources[index];
         let end = source.start + source.len.next_multiple_of(COPY_ALIGNMENT);
         let joins = runs.last().is_some_and(|run| {
-            sources[run.source].buffer == source.buffer
+            sources[run.source].page == source.page
                 && source.start <= run.start + run.len + MAX_COPIED_GAP
         });
         if !joins {
@@ -73,51 +75,32 @@ pub(crate) fn layout(sources: &[Source<'_>]) -> Layout {
 mod tests {
     use super::*;
 
-    fn buffers(count: usize) -> Option<Vec<wgpu::Buffer>> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
-        let adapter = pollster::block_on(instance.request_adapter(&Default::default())).ok()?;
-        let (device, _) = pollster::block_on(adapter.request_device(&Default::default())).ok()?;
-        Some(
-            (0..count)
-                .map(|_| {
-                    device.create_buffer(&wgpu::BufferDescriptor {
-                        label: None,
-                        size: 1 << 16,
-                        usage: wgpu::BufferUsages::COPY_SRC,
-                        mapped_at_creation: false,
-                    })
-                })
-                .collect(),
-        )
-    }
-
     #[test]
     fn close_parts_of_one_page_share_a_copy_and_keep_their_places() {
-        let Some(pages) = buffers(2) else { return };
-        let (a, b) = (&pages[0], &pages[1]);
+        let (a, b) = (StorageId::new(), StorageId::new());
         let sources = [
             Source {
-                buffer: a,
+                page: a,
                 start: 512,
                 len: 10,
             },
             Source {
-                buffer: b,
+                page: b,
                 start: 0,
                 len: 8,
             },
             Source {
-                buffer: a,
+                page: a,
                 start: 0,
                 len: 256,
             },
             Source {
-                buffer: a,
+                page: a,
                 start: 20_000,
                 len: 4,
             },
             Source {
-                buffer: a,
+                page: a,
                 start: 256,
                 len: 0,
             },
@@ -128,7 +111,7 @@ mod tests {
         let a_run = layout
             .runs
             .iter()
-            .find(|run| run.start == 0 && sources[run.source].buffer == a)
+            .find(|run| run.start == 0 && sources[run.source].page == a)
             .unwrap();
         assert_eq!(a_run.len, 524);
         assert_eq!(layout.parts[2], (a_run.at, 256));
@@ -143,21 +126,20 @@ mod tests {
 
     #[test]
     fn overlapping_parts_are_copied_once() {
-        let Some(pages) = buffers(1) else { return };
-        let page = &pages[0];
+        let page = StorageId::new();
         let sources = [
             Source {
-                buffer: page,
+                page,
                 start: 0,
                 len: 64,
             },
             Source {
-                buffer: page,
+                page,
                 start: 0,
                 len: 64,
             },
             Source {
-                buffer: page,
+                page,
                 start: 32,
                 len: 8,
             },

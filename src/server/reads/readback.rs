@@ -27,6 +27,8 @@ use crate::server::memory::handle::Handle;
 use crate::server::{Server, lost_error};
 use crate::storage::wgpu_storage::error::capture;
 use cubecl_runtime::memory_management::ManagedMemoryHandle;
+use cubecl_runtime::server::IoError;
+use cubecl_runtime::storage::StorageId;
 use parking_lot::Mutex;
 use std::future::Future;
 use std::ops::Range;
@@ -237,21 +239,8 @@ impl Server {
         parts: &[(&Handle, u64, u64)],
     ) -> Result<Option<ReadPlan>, ClientError> {
         self.check_lost("read")?;
-        self.check_claims(parts)?;
+        let sources = self.read_sources(parts)?;
         let pins = self.pin_all(parts.iter().map(|(handle, _, _)| *handle));
-        let resources = parts
-            .iter()
-            .map(|(handle, _, _)| self.resource(handle))
-            .collect::<Result<Vec<_>, ClientError>>()?;
-        let sources: Vec<Source<'_>> = resources
-            .iter()
-            .zip(parts)
-            .map(|(resource, (_, offset, len))| Source {
-                buffer: &resource.buffer,
-                start: resource.offset + offset,
-                len: *len,
-            })
-            .collect();
         let Layout { runs, parts, total } = read_plan::layout(&sources);
         if total == 0 {
             return Ok(None);
@@ -263,14 +252,18 @@ impl Server {
                 limit,
             });
         }
+        let buffers = runs
+            .iter()
+            .map(|run| self.read_page(sources[run.source].page))
+            .collect::<Result<Vec<_>, ClientError>>()?;
         let staging = self.reserve_readback(total)?;
         let target = self
             .staging
             .get_resource(&staging.clone().binding(), None, None)?;
         let encoder = self.pending.encoder(&self.device);
-        for run in &runs {
+        for (run, buffer) in runs.iter().zip(&buffers) {
             encoder.copy_buffer_to_buffer(
-                sources[run.source].buffer,
+                buffer,
                 run.start,
                 &target.buffer,
                 target.offset + run.at,
@@ -289,15 +282,21 @@ impl Server {
         }))
     }
 
-    /// Refuses a read of bytes a failure claims (naming the root failure and the chain of
-    /// skipped kernels) or of a handle without a slice.
-    fn check_claims(&mut self, parts: &[(&Handle, u64, u64)]) -> Result<(), ClientError> {
+    /// Where each part's bytes are: its page and its byte range there. Refuses a read of
+    /// a foreign handle, of a handle without a slice and of bytes a failure claims (naming
+    /// the root failure and the chain of skipped kernels), the first such part's error.
+    /// One binding and one slice lookup per part; no buffer is cloned here.
+    fn read_sources(&mut self, parts: &[(&Handle, u64, u64)]) -> Result<Vec<Source>, ClientError> {
+        let mut sources = Vec::with_capacity(parts.len());
         for (handle, offset, len) in parts {
             self.check_owner(handle, "read")?;
-            match self.main.claim(&handle.binding(), *offset..offset + len) {
-                None => {}
-                Some(Claim::Unallocated(id)) => return Err(ClientError::Unallocated(id.value)),
-                Some(Claim::Failed(failure, id)) => {
+            let slice = match self
+                .main
+                .trusted_storage(&handle.binding(), *offset..offset + len)
+            {
+                Ok(slice) => slice,
+                Err(Claim::Unallocated(id)) => return Err(ClientError::Unallocated(id.value)),
+                Err(Claim::Failed(failure, id)) => {
                     let report = self.main.error_graph_mut().report(failure, id);
                     let report = report.unwrap_or_else(|| FailureReport {
                         failure,
@@ -307,9 +306,26 @@ impl Server {
                     });
                     return Err(ClientError::Unwritten(Box::new(report)));
                 }
-            }
+            };
+            sources.push(Source {
+                page: slice.id,
+                start: slice.offset() + offset,
+                len: *len,
+            });
         }
-        Ok(())
+        Ok(sources)
+    }
+
+    /// The buffer of a page a read copies from, refused when the page was destroyed.
+    fn read_page(&self, page: StorageId) -> Result<wgpu::Buffer, ClientError> {
+        let buffer = self.main.storage_ref().buffer(&page).ok_or_else(|| {
+            ClientError::from(IoError::StorageHandleNotFound {
+                reason: format!("a read's page {page} is not held by the main memory").into(),
+                backtrace: Default::default(),
+            })
+        })?;
+        self.check_destroyed(buffer, "read")?;
+        Ok(buffer.clone())
     }
 }
 

@@ -133,6 +133,13 @@ impl WgpuStorage {
         self.buffers.iter()
     }
 
+    /// The buffer of the page `id`, or `None` when no page of this storage has that id
+    /// (given back, or another storage's). A borrow, not a clone: a read looks up one
+    /// buffer per copy this way, not one per handle.
+    pub fn buffer(&self, id: &StorageId) -> Option<&wgpu::Buffer> {
+        self.buffers.get(id)
+    }
+
     /// The usage flags of every page.
     pub fn usage(&self) -> wgpu::BufferUsages {
         self.usage
