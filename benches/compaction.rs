@@ -12,7 +12,8 @@
 //! MiB and per MiB moved.
 //!
 //! `cargo bench --bench compaction` (256 MiB moved); `COMPACTION_REPS=N` repetitions
-//! (default 7, medians); `cargo test --benches` runs one repetition of 16 MiB. The bytes
+//! (default 7, medians); `COMPACTION_MIB=N` moves N MiB instead (a multiple of 16, for
+//! profiling); `cargo test --benches` runs one repetition of 16 MiB. The bytes
 //! of every moved slice are checked once, after the first repetition.
 
 use std::time::{Duration, Instant};
@@ -26,7 +27,11 @@ const PAGE: u64 = 32 * MIB;
 
 fn main() {
     let bench = std::env::args().any(|arg| arg == "--bench");
-    let moved = if bench { 256 * MIB } else { 16 * MIB };
+    let moved = std::env::var("COMPACTION_MIB")
+        .ok()
+        .and_then(|mib| mib.parse::<u64>().ok())
+        .filter(|mib| *mib > 0 && mib % 16 == 0)
+        .map_or(if bench { 256 * MIB } else { 16 * MIB }, |mib| mib * MIB);
     let reps: usize = std::env::var("COMPACTION_REPS")
         .ok()
         .and_then(|reps| reps.parse().ok())

@@ -35,16 +35,54 @@ impl WholePagePool {
 /// The number a page is known by: its storage id's value, unique in the process for as
 /// long as it runs (storage ids are never reused).
 ///
-/// Runs twice per move of a compaction (and once per page of its census), so it reads the
-/// digits as `Display` writes them, with no string allocated (the value is private upstream; its
-/// `Display` is `StorageId(N)`).
+/// Runs twice per move of a compaction and once per page of every census, so it reads the
+/// value as the id's derived `Hash` feeds it to a hasher (one `write_usize`), with no
+/// formatting (the value is private upstream). Should that ever change shape, the digits
+/// `Display` writes (`StorageId(N)`) are read instead.
 pub(crate) fn page_id(id: &StorageId) -> u64 {
+    use std::hash::Hash;
+    let mut capture = Capture::default();
+    id.hash(&mut capture);
+    match capture {
+        Capture {
+            value: Some(value),
+            writes: 1,
+        } => value,
+        _ => page_id_from_display(id),
+    }
+}
+
+/// What a derived `Hash` of a one-field struct of `usize` writes: one `write_usize`.
+#[derive(Default)]
+struct Capture {
+    value: Option<u64>,
+    writes: u32,
+}
+
+impl std::hash::Hasher for Capture {
+    fn finish(&self) -> u64 {
+        self.value.unwrap_or_default()
+    }
+
+    fn write(&mut self, _bytes: &[u8]) {
+        self.writes += 1;
+        self.value = None;
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.writes += 1;
+        self.value = Some(value as u64);
+    }
+}
+
+/// The page number from the id's `Display` (`StorageId(N)`), or a stable hash of the id
+/// if that has no digits either.
+fn page_id_from_display(id: &StorageId) -> u64 {
     use std::fmt::Write;
     let mut digits = Digits::default();
     match write!(digits, "{id}") {
         Ok(()) if digits.count > 0 && !digits.overflow => digits.value,
         _ => {
-            // Never for the pinned cubecl-runtime; a stable stand-in if its format changes.
             use std::hash::{Hash, Hasher};
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
             id.hash(&mut hasher);
@@ -113,7 +151,7 @@ fn group<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::page_id;
+    use super::{page_id, page_id_from_display};
     use crate::memory_management::{
         MemoryAllocationMode, MemoryConfiguration, MemoryDeviceProperties, MemoryManagement,
         MemoryManagementOptions, MemoryPoolOptions, PoolType,
@@ -125,6 +163,7 @@ mod tests {
         let (a, b) = (StorageId::new(), StorageId::new());
         assert_eq!(format!("StorageId({})", page_id(&a)), a.to_string());
         assert_eq!(page_id(&b), page_id(&a) + 1);
+        assert_eq!(page_id(&a), page_id_from_display(&a));
     }
 
     /// Every live slice is listed once, in a page of its pool, without overlap; the sums
