@@ -42,12 +42,19 @@ pub(crate) struct Layout {
 /// names the part whose page the run copies from. Zero-size parts take no bytes and
 /// no copy.
 pub(crate) fn layout(sources: &[Source]) -> Layout {
-    let mut order: Vec<usize> = (0..sources.len()).filter(|&i| sources[i].len > 0).collect();
-    order.sort_unstable_by_key(|&i| (sources[i].page, sources[i].start, i));
+    // Sorted by (page, start, read order): the keys sit in the vector itself, and a
+    // read whose parts come in page order (the usual case) is one pass over it.
+    let mut order: Vec<(StorageId, u64, usize)> = sources
+        .iter()
+        .enumerate()
+        .filter(|(_, source)| source.len > 0)
+        .map(|(index, source)| (source.page, source.start, index))
+        .collect();
+    order.sort_unstable();
     let mut runs: Vec<Run> = Vec::new();
     let mut parts = vec![(0, 0); sources.len()];
     let mut total = 0u64;
-    for index in order {
+    for (_, _, index) in order {
         let source = &sources[index];
         let end = source.start + source.len.next_multiple_of(COPY_ALIGNMENT);
         let joins = runs.last().is_some_and(|run| {
