@@ -107,11 +107,11 @@ pub(crate) struct Region {
 /// page is `largest` bytes: [`SMALLEST_UPLOAD_PAGE`], or the next power of two of `len`
 /// above it, or `len` itself where that power of two is over `largest`.
 pub(crate) fn upload_page_size(len: u64, largest: u64) -> u64 {
-    let size = len.max(SMALLEST_UPLOAD_PAGE).next_power_of_two();
-    if size <= largest {
-        size
-    } else {
-        len.max(SMALLEST_UPLOAD_PAGE.min(largest))
+    // No power of two holds a length over 2^63: such a length is over every limit, and
+    // the reservation that follows refuses it.
+    match len.max(SMALLEST_UPLOAD_PAGE).checked_next_power_of_two() {
+        Some(size) if size <= largest => size,
+        _ => len.max(SMALLEST_UPLOAD_PAGE.min(largest)),
     }
 }
 
@@ -274,9 +274,12 @@ impl UploadStaging {
     }
 }
 
-/// `len` bytes as staging takes them: at least one, a multiple of `wgpu::MAP_ALIGNMENT`.
+/// `len` bytes as staging takes them: at least one, a multiple of `wgpu::MAP_ALIGNMENT`
+/// (`u64::MAX` for a length that has none: over every limit, refused by the reservation).
 fn aligned(len: u64) -> u64 {
-    len.max(1).next_multiple_of(wgpu::MAP_ALIGNMENT)
+    len.max(1)
+        .checked_next_multiple_of(wgpu::MAP_ALIGNMENT)
+        .unwrap_or(u64::MAX)
 }
 
 /// Whether `error` is a reservation out of room (so giving back other memories' free

@@ -44,3 +44,30 @@ fn c09_device_limits() {
         client.uncaptured_errors()
     );
 }
+
+/// Sizes no page can hold, up to `u64::MAX`, given to every call that creates or writes:
+/// a typed error naming the size, never an overflow (`create_with` of 2^63 + 1 bytes
+/// overflowed the upload staging bound's page size before the reservation saw it).
+#[test]
+fn c09_sizes_near_u64_max_are_refused_with_a_typed_error() {
+    let Some(client) = fresh() else { return };
+    let small = client.create(&[7; 16]).unwrap();
+    for size in [u64::MAX, u64::MAX - 1, (1 << 63) + 1, 1 << 63] {
+        match client.create_with(size, |_| {}) {
+            Err(ClientError::Reserve(ReserveError::BufferTooBig { requested, .. })) => {
+                assert_eq!(requested, size)
+            }
+            other => panic!("create_with({size}): expected BufferTooBig, got {other:?}"),
+        }
+        assert!(
+            matches!(client.empty(size), Err(ClientError::Reserve(ReserveError::BufferTooBig { requested, .. })) if requested == size),
+            "empty({size})"
+        );
+        assert!(
+            client.write_with(&small, 0, size, |_| {}).is_err(),
+            "write_with({size})"
+        );
+    }
+    // The client carries on.
+    assert_eq!(client.read_blocking(&small).unwrap().to_vec(), vec![7; 16]);
+}
