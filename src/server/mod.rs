@@ -176,9 +176,18 @@ impl Server {
         self.check_lost("create")?;
         self.release_dropped();
         let mut memory = self.reserve_main(size)?;
-        for _ in 0..faults::destroyed::MAX_QUARANTINE_TRIES {
-            if !self.quarantined(&memory) {
-                break;
+        let mut tries = 0;
+        while self.quarantined(&memory) {
+            tries += 1;
+            if tries >= faults::destroyed::MAX_QUARANTINE_TRIES {
+                return Err(ClientError::Memory(
+                    cubecl_runtime::server::IoError::Unknown {
+                        description: format!(
+                            "a reservation of {size} bytes landed in pages the application destroyed {tries} times; none outside them"
+                        ),
+                        backtrace: Default::default(),
+                    },
+                ));
             }
             memory = self.main.reserve(size)?;
         }

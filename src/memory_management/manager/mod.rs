@@ -12,6 +12,7 @@ mod compact_rules_tests;
 mod compact_tests;
 #[cfg(test)]
 mod compact_workload_tests;
+mod fill;
 mod reserve;
 
 use super::MemoryDeviceProperties;

@@ -61,6 +61,7 @@ use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, Mem
 use cubecl_runtime::server::IoError;
 
 mod compact;
+mod fill;
 
 /// The smallest page the shared band makes, in bytes.
 pub(crate) const MIN_PAGE: u64 = 1 << 20;

@@ -208,6 +208,17 @@ impl DynamicPool {
         }
     }
 
+    /// Slices over every free range of the page `id` (a sliced or adaptive pool's page),
+    /// so nothing new lands in it while the caller holds them. A whole-page pool has
+    /// nothing to fill: its page holds one slice, and a free one is given whole.
+    pub(crate) fn fill_page(&mut self, id: crate::storage::StorageId) -> Vec<ManagedMemoryHandle> {
+        match self {
+            DynamicPool::Sliced(pool) => pool.fill_page(id),
+            DynamicPool::WholePage(_) => Vec::new(),
+            DynamicPool::Adaptive(pool) => pool.fill_page(id),
+        }
+    }
+
     pub(crate) fn slices(&self) -> &SliceTable {
         match self {
             DynamicPool::Sliced(pool) => pool.slices(),

@@ -2,7 +2,7 @@
 
 use super::align_up;
 use crate::memory_management::placement::{BlockId, Tlsf};
-use crate::storage::{ComputeStorage, StorageHandle, StorageUtilization};
+use crate::storage::{ComputeStorage, StorageHandle, StorageId, StorageUtilization};
 use cubecl_runtime::server::IoError;
 
 /// How hard a placement looks for a free block.
@@ -167,6 +167,27 @@ impl SlicedPages {
                     block: block?,
                 })
             })
+            .collect()
+    }
+
+    /// Takes every free range of the page whose storage id is `id`, so no placement lands
+    /// there until they are freed (a page the application destroyed). Empty when no page
+    /// here has that id or the page has no free room.
+    ///
+    /// # Complexity
+    /// O(pages held + blocks in the page).
+    pub(crate) fn fill(&mut self, id: StorageId) -> Vec<Placement> {
+        let page = self
+            .pages
+            .iter()
+            .position(|held| held.as_ref().is_some_and(|held| held.id == id));
+        let Some(page) = page else {
+            return Vec::new();
+        };
+        let ranges = self.free_ranges(page as u32);
+        self.claim(page as u32, &ranges)
+            .into_iter()
+            .flatten()
             .collect()
     }
 

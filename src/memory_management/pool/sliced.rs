@@ -7,7 +7,7 @@ use super::{GrowError, PoolStats, align_down, align_up};
 use crate::memory_management::MoveLimits;
 use crate::memory_management::placement::BlockId;
 use crate::storage::ComputeStorage;
-use crate::storage::CopyStorage;
+use crate::storage::{CopyStorage, StorageId};
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
 
 /// A pool of equal pages.
@@ -159,6 +159,16 @@ impl SlicedPool {
         }
         self.sweep(Sweep::CatchUp);
         self.place(size, Search::Thorough)
+    }
+
+    /// Slices over every free range of the page `id`, held by the caller so nothing else
+    /// lands there (see [`SlicedPages::fill`]). Not counted as reservations served.
+    pub(crate) fn fill_page(&mut self, id: StorageId) -> Vec<ManagedMemoryHandle> {
+        let placed = self.pages.fill(id);
+        placed
+            .into_iter()
+            .map(|placed| self.slices.insert(placed, 0))
+            .collect()
     }
 
     fn place(&mut self, size: u64, search: Search) -> Option<ManagedMemoryHandle> {

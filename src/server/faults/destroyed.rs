@@ -27,11 +27,12 @@ use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
 use cubecl_runtime::memory_management::ManagedMemoryId;
 
 /// Bound on the reservations one allocation makes before one lands outside every
-/// destroyed page. Each miss quarantines at least one alignment unit of a destroyed
-/// page's free room, once for the page's life, so the misses of all allocations
-/// together are at most that room over the alignment; this bound (2^20) only stops a
-/// broken invariant from looping.
-pub(crate) const MAX_QUARANTINE_TRIES: usize = 1 << 20;
+/// destroyed page. A miss quarantines all of its page's free room, so the next try
+/// cannot land in that page; a second miss needs another destroyed page. Past this
+/// bound (64 destroyed pages met by one reservation, or free room the pool could not
+/// hand out) the reservation fails with [`ClientError::Memory`] rather than hand out a
+/// slice of a destroyed page.
+pub(crate) const MAX_QUARANTINE_TRIES: usize = 64;
 
 /// The destroyed pages of a memory, and the slices held to keep allocations out of them.
 #[derive(Default)]
@@ -45,15 +46,24 @@ pub(crate) struct DestroyedPages {
 }
 
 impl DestroyedPages {
-    /// Whether nothing is destroyed (the fast path of every operation).
     /// The ids of the destroyed pages: compaction neither moves slices out of them (the
     /// copy would read a destroyed buffer) nor into them.
     pub(crate) fn page_ids(&self) -> Vec<u64> {
         self.pages.iter().map(|(id, _)| *id).collect()
     }
 
+    /// Whether nothing is destroyed (the fast path of every operation).
     pub(crate) fn is_empty(&self) -> bool {
         self.pages.is_empty()
+    }
+
+    /// The allocation ids of the quarantine's slices: the client's own, never the
+    /// application's, so an error's list of a page's allocations leaves them out.
+    pub(crate) fn quarantined_ids(&self) -> std::collections::HashSet<u64> {
+        self.quarantine
+            .iter()
+            .map(|(_, handle)| handle.descriptor().id.value as u64)
+            .collect()
     }
 
     /// Whether `buffer` is a destroyed page.
@@ -216,12 +226,14 @@ impl crate::server::Server {
 
     /// The live allocations in the pages `ids` (O(pages + slots): failure paths only).
     fn allocations_in(&self, ids: &[u64]) -> Vec<ManagedMemoryId> {
+        let held = self.destroyed.quarantined_ids();
         self.main
             .page_map()
             .into_iter()
             .flat_map(|pool| pool.pages)
             .filter(|page| ids.contains(&page.id))
             .flat_map(|page| page.slices)
+            .filter(|slice| !held.contains(&slice.id))
             .map(|slice| ManagedMemoryId {
                 value: slice.id as usize,
             })
@@ -249,19 +261,27 @@ impl crate::server::Server {
     }
 
     /// Whether the fresh reservation `handle` landed in a destroyed page; if so it is
-    /// quarantined there (see the module doc, step 4).
+    /// quarantined there with the rest of the page's free room (see the module doc, step
+    /// 4), so the next reservation lands elsewhere.
     pub(crate) fn quarantined(&mut self, handle: &ManagedMemoryHandle) -> bool {
         if self.destroyed.is_empty() {
             return false;
         }
-        let binding = handle.clone().binding();
-        let Ok(resource) = self.main.get_resource(&binding, None, None) else {
+        let Ok(storage) = self.main.get_storage(&handle.clone().binding()) else {
             return false;
         };
-        if !self.destroyed.contains(&resource.buffer) {
+        let Some(buffer) = self.main.storage_ref().buffer(&storage.id).cloned() else {
+            return false;
+        };
+        if !self.destroyed.contains(&buffer) {
             return false;
         }
-        self.destroyed.quarantine(&resource.buffer, handle.clone());
+        self.destroyed.quarantine(&buffer, handle.clone());
+        // One slice per free range, not one per miss: a 4-byte create that met a
+        // destroyed 64 MiB page made 2^20 reservations, one alignment unit each.
+        for filler in self.main.fill_page(storage.id) {
+            self.destroyed.quarantine(&buffer, filler);
+        }
         true
     }
 
