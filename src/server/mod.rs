@@ -176,14 +176,20 @@ impl Server {
         self.check_lost("create")?;
         self.release_dropped();
         let mut memory = self.reserve_main(size)?;
-        let mut tries = 0;
-        while self.quarantined(&memory) {
+        let (mut tries, mut pages) = (0, Vec::new());
+        while let Some(page) = self.quarantined(&memory) {
             tries += 1;
-            if tries >= faults::destroyed::MAX_QUARANTINE_TRIES {
+            if !pages.contains(&page) {
+                pages.push(page);
+            }
+            if tries >= faults::destroyed::MAX_QUARANTINE_TRIES
+                || pages.len() >= faults::destroyed::MAX_QUARANTINED_PAGES
+            {
                 return Err(ClientError::Memory(
                     cubecl_runtime::server::IoError::Unknown {
                         description: format!(
-                            "a reservation of {size} bytes landed in pages the application destroyed {tries} times; none outside them"
+                            "a reservation of {size} bytes landed {tries} times in {} pages the application destroyed; none outside them",
+                            pages.len()
                         ),
                         backtrace: Default::default(),
                     },

@@ -292,12 +292,17 @@ fn destroyed_page_case(layout: Option<&str>, size: usize, next: usize) {
         client.install_memory_pools(&config.pools.unwrap()).unwrap();
     }
     let victim = client.create(&vec![1; size]).unwrap();
+    let zero = client.empty(0).unwrap();
     let destroyed = client.resource(&victim).unwrap().buffer.clone();
+    let zero_inside = client.resource(&zero).unwrap().buffer == destroyed;
+    // What the page holds of the application's: the error names these, no more.
+    let mut mine = vec![victim.memory().descriptor().id];
+    if zero_inside {
+        mine.push(zero.memory().descriptor().id);
+    }
     destroyed.destroy();
     match client.read_blocking(&victim) {
-        Err(ClientError::PageDestroyed { handles, .. }) => {
-            assert_eq!(handles, vec![victim.memory().descriptor().id])
-        }
+        Err(ClientError::PageDestroyed { handles, .. }) => assert_eq!(handles, mine),
         other => panic!("expected PageDestroyed, got {other:?}"),
     }
     let fresh_bytes = pattern(next, 5);
@@ -308,6 +313,18 @@ fn destroyed_page_case(layout: Option<&str>, size: usize, next: usize) {
         "a new allocation landed in the destroyed page"
     );
     assert!(client.read_blocking(&new).unwrap() == fresh_bytes);
+    if zero_inside {
+        // A part of no bytes takes no copy; its page is refused all the same.
+        for result in [
+            client.read_blocking(&zero).map(drop),
+            client.read_many_blocking(&[&new, &zero]).map(drop),
+        ] {
+            assert!(
+                matches!(result, Err(ClientError::PageDestroyed { .. })),
+                "{result:?}"
+            );
+        }
+    }
     // The quarantine is a few slices (one per free range), not one per alignment unit.
     let allocations: u64 = client
         .memory_report()
@@ -317,12 +334,10 @@ fn destroyed_page_case(layout: Option<&str>, size: usize, next: usize) {
         .sum();
     assert!(allocations <= 8, "{allocations} allocations held");
     match client.write(&victim, 0, &[1]) {
-        Err(ClientError::PageDestroyed { handles, .. }) => {
-            assert_eq!(handles, vec![victim.memory().descriptor().id])
-        }
+        Err(ClientError::PageDestroyed { handles, .. }) => assert_eq!(handles, mine),
         other => panic!("expected PageDestroyed, got {other:?}"),
     }
-    drop((victim, new));
+    drop((victim, zero, new));
     client.cleanup();
     client.sync().unwrap();
     client.cleanup();

@@ -26,13 +26,17 @@ use crate::memory_management::{ManagedMemoryHandle, page_id};
 use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
 use cubecl_runtime::memory_management::ManagedMemoryId;
 
-/// Bound on the reservations one allocation makes before one lands outside every
-/// destroyed page. A miss quarantines all of its page's free room, so the next try
-/// cannot land in that page; a second miss needs another destroyed page. Past this
-/// bound (64 destroyed pages met by one reservation, or free room the pool could not
-/// hand out) the reservation fails with [`ClientError::Memory`] rather than hand out a
+/// Bound on the destroyed pages one reservation meets before it lands outside all of
+/// them. A miss quarantines all of its page's free room, so the next try lands in that
+/// page again only in room a sweep freed meanwhile (slices whose last binding went
+/// after their handle): finite, and bounded by [`MAX_QUARANTINE_TRIES`]. Past either
+/// bound the reservation fails with [`ClientError::Memory`] rather than hand out a
 /// slice of a destroyed page.
-pub(crate) const MAX_QUARANTINE_TRIES: usize = 64;
+pub(crate) const MAX_QUARANTINED_PAGES: usize = 64;
+
+/// Bound on the reservations one allocation makes before one lands outside every
+/// destroyed page (see [`MAX_QUARANTINED_PAGES`]); only a broken invariant reaches it.
+pub(crate) const MAX_QUARANTINE_TRIES: usize = 1 << 16;
 
 /// The destroyed pages of a memory, and the slices held to keep allocations out of them.
 #[derive(Default)]
@@ -260,21 +264,17 @@ impl crate::server::Server {
         Err(page_destroyed(operation, self.allocations_in(&page)))
     }
 
-    /// Whether the fresh reservation `handle` landed in a destroyed page; if so it is
+    /// The destroyed page the fresh reservation `handle` landed in, if it did: it is
     /// quarantined there with the rest of the page's free room (see the module doc, step
     /// 4), so the next reservation lands elsewhere.
-    pub(crate) fn quarantined(&mut self, handle: &ManagedMemoryHandle) -> bool {
+    pub(crate) fn quarantined(&mut self, handle: &ManagedMemoryHandle) -> Option<u64> {
         if self.destroyed.is_empty() {
-            return false;
+            return None;
         }
-        let Ok(storage) = self.main.get_storage(&handle.clone().binding()) else {
-            return false;
-        };
-        let Some(buffer) = self.main.storage_ref().buffer(&storage.id).cloned() else {
-            return false;
-        };
+        let storage = self.main.get_storage(&handle.clone().binding()).ok()?;
+        let buffer = self.main.storage_ref().buffer(&storage.id).cloned()?;
         if !self.destroyed.contains(&buffer) {
-            return false;
+            return None;
         }
         self.destroyed.quarantine(&buffer, handle.clone());
         // One slice per free range, not one per miss: a 4-byte create that met a
@@ -282,7 +282,7 @@ impl crate::server::Server {
         for filler in self.main.fill_page(storage.id) {
             self.destroyed.quarantine(&buffer, filler);
         }
-        true
+        Some(page_id(&storage.id))
     }
 
     /// Before a cleanup: lets destroyed pages with only quarantined slices go.

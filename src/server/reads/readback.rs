@@ -307,6 +307,12 @@ impl Server {
                     return Err(ClientError::Unwritten(Box::new(report)));
                 }
             };
+            // Once some page is destroyed, every part's page is checked here, in read
+            // order (a part of no bytes takes no copy, so no run would check it); the
+            // fast path looks up no buffer per part.
+            if !self.destroyed.is_empty() {
+                self.read_page(slice.id)?;
+            }
             sources.push(Source {
                 page: slice.id,
                 start: slice.offset() + offset,
