@@ -326,12 +326,7 @@ fn destroyed_page_case(layout: Option<&str>, size: usize, next: usize) {
         }
     }
     // The quarantine is a few slices (one per free range), not one per alignment unit.
-    let allocations: u64 = client
-        .memory_report()
-        .streams
-        .iter()
-        .map(|stream| stream.pools.usage().number_allocs)
-        .sum();
+    let allocations = main_usage(&client).number_allocs;
     assert!(allocations <= 8, "{allocations} allocations held");
     match client.write(&victim, 0, &[1]) {
         Err(ClientError::PageDestroyed { handles, .. }) => assert_eq!(handles, mine),
@@ -341,11 +336,17 @@ fn destroyed_page_case(layout: Option<&str>, size: usize, next: usize) {
     client.cleanup();
     client.sync().unwrap();
     client.cleanup();
-    let left: u64 = client
+    let left = main_usage(&client).bytes_reserved;
+    assert_eq!(left, 0, "pages still held after every handle was dropped");
+}
+
+/// What the main memory's pools hold, summed over the report's streams.
+fn main_usage(client: &Client) -> wgpu_memory::memory_management::MemoryUsage {
+    client
         .memory_report()
         .streams
         .iter()
-        .map(|stream| stream.pools.usage().bytes_reserved)
-        .sum();
-    assert_eq!(left, 0, "pages still held after every handle was dropped");
+        .fold(Default::default(), |usage, stream| {
+            usage.combine(stream.pools.usage())
+        })
 }
