@@ -82,10 +82,16 @@ impl DestroyedPages {
         }
     }
 
-    /// Holds `handle`, whose slice landed in the destroyed page `buffer`.
-    pub(crate) fn quarantine(&mut self, buffer: &wgpu::Buffer, handle: ManagedMemoryHandle) {
-        if let Some((id, _)) = self.pages.iter().find(|(_, page)| page == buffer) {
-            self.quarantine.push((*id, handle));
+    /// Whether the page `page` (a storage id number) is destroyed.
+    pub(crate) fn holds(&self, page: u64) -> bool {
+        self.pages.iter().any(|(id, _)| *id == page)
+    }
+
+    /// Holds `handle`, whose slice lies in the destroyed page `page` (a storage id
+    /// number); a page not destroyed holds nothing.
+    pub(crate) fn quarantine(&mut self, page: u64, handle: ManagedMemoryHandle) {
+        if self.holds(page) {
+            self.quarantine.push((page, handle));
         }
     }
 
@@ -272,17 +278,17 @@ impl crate::server::Server {
             return None;
         }
         let storage = self.main.get_storage(&handle.clone().binding()).ok()?;
-        let buffer = self.main.storage_ref().buffer(&storage.id).cloned()?;
-        if !self.destroyed.contains(&buffer) {
+        let page = page_id(&storage.id);
+        if !self.destroyed.holds(page) {
             return None;
         }
-        self.destroyed.quarantine(&buffer, handle.clone());
+        self.destroyed.quarantine(page, handle.clone());
         // One slice per free range, not one per miss: a 4-byte create that met a
         // destroyed 64 MiB page made 2^20 reservations, one alignment unit each.
         for filler in self.main.fill_page(storage.id) {
-            self.destroyed.quarantine(&buffer, filler);
+            self.destroyed.quarantine(page, filler);
         }
-        Some(page_id(&storage.id))
+        Some(page)
     }
 
     /// Before a cleanup: lets destroyed pages with only quarantined slices go.

@@ -254,7 +254,7 @@ impl Server {
         }
         let buffers = runs
             .iter()
-            .map(|run| self.read_page(sources[run.source].page))
+            .map(|run| self.read_page(sources[run.source].page).cloned())
             .collect::<Result<Vec<_>, ClientError>>()?;
         let staging = self.reserve_readback(total)?;
         let target = self
@@ -323,7 +323,7 @@ impl Server {
     }
 
     /// The buffer of a page a read copies from, refused when the page was destroyed.
-    fn read_page(&self, page: StorageId) -> Result<wgpu::Buffer, ClientError> {
+    fn read_page(&self, page: StorageId) -> Result<&wgpu::Buffer, ClientError> {
         let buffer = self.main.storage_ref().buffer(&page).ok_or_else(|| {
             ClientError::from(IoError::StorageHandleNotFound {
                 reason: format!("a read's page {page} is not held by the main memory").into(),
@@ -331,7 +331,7 @@ impl Server {
             })
         })?;
         self.check_destroyed(buffer, "read")?;
-        Ok(buffer.clone())
+        Ok(buffer)
     }
 }
 
