@@ -313,6 +313,10 @@ fn destroyed_page_case(layout: Option<&str>, size: usize, next: usize) {
         "a new allocation landed in the destroyed page"
     );
     assert!(client.read_blocking(&new).unwrap() == fresh_bytes);
+    // A compaction moves nothing into the quarantined room nor out of the dead page.
+    client.compact().unwrap();
+    assert_ne!(client.resource(&new).unwrap().buffer, destroyed);
+    assert!(client.read_blocking(&new).unwrap() == fresh_bytes);
     if zero_inside {
         // A part of no bytes takes no copy; its page is refused all the same.
         for result in [
