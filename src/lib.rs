@@ -1,4 +1,46 @@
-#![doc = include_str!("../README.md")]
+//! GPU memory for wgpu programs: pools carve device buffers (pages) into slices, handles
+//! keep slices alive, failures claim the bytes they left unwritten, staging buffers read
+//! results back, and reports, snapshots and pictures show where memory went.
+//!
+//! Open a client, put bytes on the GPU, run a kernel, read the result (blocking, or as a
+//! future on any executor):
+//!
+//! ```
+//! use wgpu_memory::{Client, ClientError, Kernel};
+//!
+//! # fn main() -> Result<(), ClientError> {
+//! let client = match Client::open_default() {
+//!     Ok(client) => client,
+//!     // No GPU on this machine: nothing to run (with CI=true it is an error).
+//!     Err(ClientError::NoAdapter(_)) if std::env::var("CI").is_err() => return Ok(()),
+//!     Err(error) => return Err(error),
+//! };
+//! let x = client.create(bytemuck::cast_slice(&[1.0f32, 2.0, 3.0, 4.0]))?;
+//! let y = client.empty(16)?; // bytes
+//! let kernel = Kernel::new(
+//!     "double",
+//!     "@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+//!      @group(0) @binding(1) var<storage, read_write> y: array<f32>;
+//!      @compute @workgroup_size(4)
+//!      fn main(@builtin(global_invocation_id) i: vec3<u32>) { y[i.x] = 2.0 * x[i.x]; }",
+//!     "main",
+//! );
+//! client.launch(&kernel, [1, 1, 1], &[&x, &y])?; // handle i is @group(0) @binding(i)
+//!
+//! let bytes = client.read_blocking(&y)?; // blocking
+//! assert_eq!(bytemuck::cast_slice::<u8, f32>(&bytes), &[2.0, 4.0, 6.0, 8.0]);
+//!
+//! let bytes = pollster::block_on(client.read(&y))?; // a `Send + 'static` future
+//! assert_eq!(bytemuck::cast_slice::<u8, f32>(&bytes), &[2.0, 4.0, 6.0, 8.0]);
+//!
+//! client.cleanup(); // after a warm-up: give empty pages and idle staging back
+//! println!("{}", wgpu_memory::report::MemorySummary::new(&client.memory_report()));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The guide (README.md in the repository) covers your own device, threads, budgets,
+//! configuration and the rules the client asks of you; docs/ holds the measurements.
 //!
 //! # Layers
 //!
@@ -21,6 +63,11 @@ pub mod memory_management;
 pub mod report;
 mod server;
 pub mod storage;
+
+/// The guide's examples, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 pub use client::{
     CleanupReport, Client, ClientError, CompactionReport, GivenBack, Handle, HandleResource,
