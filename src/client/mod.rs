@@ -408,19 +408,22 @@ impl Client {
     /// up to 4 bytes, at least 4). Storage bindings only: a kernel that declares one
     /// `var<uniform>` is refused (see [`Kernel`]).
     ///
-    /// When an input carries a failure (bytes an earlier failed operation left
-    /// unwritten), the launch is not dispatched and returns `Ok(())`: its outputs take the
-    /// same failure, which a read of them reports with this kernel in its chain.
+    /// Every check below runs first. Then, when an input carries a failure (bytes an
+    /// earlier failed operation left unwritten), the launch is not dispatched and returns
+    /// `Ok(())`: its outputs take the same failure, which a read of them reports with
+    /// this kernel in its chain.
     ///
     /// # Errors
     /// [`ClientError::TooManyWorkgroups`], [`ClientError::TooManyBindings`] against the
-    /// device's limits; [`ClientError::Wgpu`] when the shader does not compile or the
-    /// bindings do not match it (a `var<uniform>` binding included);
-    /// [`ClientError::DeviceLost`] once the device is lost;
+    /// device's limits; [`ClientError::Wgpu`] when the shader does not compile, has no
+    /// such compute entry point, or the bindings do not match it (a `var<uniform>`
+    /// binding included); [`ClientError::UnsupportedGroup`] when the entry point uses a
+    /// group other than 0; [`ClientError::MissingBinding`] when it uses a binding past
+    /// the handles given; [`ClientError::DeviceLost`] once the device is lost;
     /// [`ClientError::ReadOnlyAliasesWritable`] when a `var<storage, read>` binding
     /// shares a page with a writable one; [`ClientError::Memory`] for a stale handle. A
     /// launch that returns an error ran nothing and claims nothing: every handle keeps
-    /// its bytes.
+    /// its bytes, whether or not an input carries a failure.
     pub fn launch(
         &self,
         kernel: &Kernel,
