@@ -25,6 +25,7 @@ mod device_memory;
 mod failure_tests;
 #[cfg(test)]
 mod fault_tests;
+mod fill_lock;
 mod hooks;
 mod memory_history;
 mod mode;
@@ -85,7 +86,7 @@ struct Shared {
     device: wgpu::Device,
     queue: wgpu::Queue,
     info: Option<wgpu::AdapterInfo>,
-    server: Mutex<Server>,
+    server: fill_lock::ServerLock,
     /// The submit turn: taken before `server`, never while holding it; re-entrant so a
     /// wgpu callback running inside our submit can submit too. It holds the segments
     /// of the batches in submission, which every submission sends first.
@@ -205,7 +206,7 @@ impl Client {
                 device,
                 queue,
                 info,
-                server: Mutex::new(server),
+                server: fill_lock::ServerLock::new(server),
                 turn: ReentrantMutex::new(Default::default()),
                 records: Mutex::new(Ring::new(DEFAULT_RECORDS)),
                 poller,
@@ -270,10 +271,16 @@ impl Client {
     /// staging range (no host copy at all). `fill` gets a write-only view of exactly
     /// `size` bytes (wgpu's [`WriteOnly`](wgpu::WriteOnly): mapped memory may be
     /// write-combined, and is never read); every byte it leaves unwritten is unspecified.
-    /// It runs under the client's lock, so it must not call the client.
+    /// It runs under the client's lock, so it must not call the client: a client call
+    /// from inside it panics with a message naming this rule (waiting for the lock would
+    /// never end). Another client may be called.
     ///
     /// # Errors
     /// As [`create`](Self::create).
+    ///
+    /// # Panics
+    /// When `fill` panics (a client call from inside it included): the panic passes
+    /// through, the lock is released, no handle is made and the client goes on.
     pub fn create_with(
         &self,
         size: u64,
@@ -296,7 +303,10 @@ impl Client {
                     .record_failure(&mut server, reserved)
                     .inspect_err(|_| main_failed = true)?;
                 let handle = self.reserved(&mut server, handle);
-                server.write_with(&handle, 0, size, |view| fill.take().map_or((), |f| f(view)))?;
+                server.write_with(&handle, 0, size, |view| {
+                    let fill = fill.take();
+                    self.shared.server.filling(|| fill.map_or((), |f| f(view)))
+                })?;
                 self.record_transfer(&mut server, EventKind::Upload, size, Some(&handle));
                 Ok((handle, server.submit_due()))
             },
@@ -353,10 +363,15 @@ impl Client {
     /// Writes `size` bytes at byte `offset` of `handle`, filled by `fill` straight into
     /// the mapped upload staging range through a write-only view of exactly `size` bytes
     /// (see [`create_with`](Self::create_with)). `fill` runs under the client's lock, so
-    /// it must not call the client.
+    /// it must not call the client: a client call from inside it panics with a message
+    /// naming this rule.
     ///
     /// # Errors
     /// As [`write`](Self::write).
+    ///
+    /// # Panics
+    /// When `fill` panics (a client call from inside it included): the panic passes
+    /// through, the lock is released, nothing is written and the client goes on.
     pub fn write_with(
         &self,
         handle: &Handle,
@@ -372,7 +387,8 @@ impl Client {
                 let mut server = self.shared.server.lock();
                 server
                     .write_with(handle, offset, size, |view| {
-                        fill.take().map_or((), |f| f(view))
+                        let fill = fill.take();
+                        self.shared.server.filling(|| fill.map_or((), |f| f(view)))
                     })
                     .map(|()| {
                         self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
