@@ -16,7 +16,8 @@
 
 use crate::server::Server;
 use parking_lot::{Mutex, MutexGuard};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use wgpu::WriteOnly;
 
 /// What the panic says.
 const RULE: &str = "a create_with / write_with fill closure called its client: the closure runs under the client's lock, so it must not call the client (only write the bytes; make other calls before or after)";
@@ -53,11 +54,18 @@ impl ServerLock {
         self.mutex.lock()
     }
 
-    /// Runs the application's `fill` closure, which the caller calls with this mutex
-    /// held, marked as such on this thread (until it returns or unwinds).
-    pub(super) fn filling<R>(&self, fill: impl FnOnce() -> R) -> R {
-        let _mark = FillMark::enter(self.key());
-        fill()
+    /// Runs the application's `fill` closure (taken from `fill`, once: an attempt
+    /// retried after a budget refusal finds it still there) on `view`, with this mutex
+    /// held by the caller, marked as such on this thread until it returns or unwinds.
+    pub(super) fn fill<F: FnOnce(WriteOnly<'_, [u8]>)>(
+        &self,
+        fill: &Cell<Option<F>>,
+        view: WriteOnly<'_, [u8]>,
+    ) {
+        if let Some(fill) = fill.take() {
+            let _mark = FillMark::enter(self.key());
+            fill(view);
+        }
     }
 
     /// The mutex's address: one per client (clones share it).

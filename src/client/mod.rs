@@ -272,15 +272,11 @@ impl Client {
     /// `size` bytes (wgpu's [`WriteOnly`](wgpu::WriteOnly): mapped memory may be
     /// write-combined, and is never read); every byte it leaves unwritten is unspecified.
     /// It runs under the client's lock, so it must not call the client: a client call
-    /// from inside it panics with a message naming this rule (waiting for the lock would
-    /// never end). Another client may be called.
+    /// from inside it panics naming this rule (another client may be called). A panic in
+    /// `fill` passes through; no handle is made, and the client goes on.
     ///
     /// # Errors
     /// As [`create`](Self::create).
-    ///
-    /// # Panics
-    /// When `fill` panics (a client call from inside it included): the panic passes
-    /// through, the lock is released, no handle is made and the client goes on.
     pub fn create_with(
         &self,
         size: u64,
@@ -304,8 +300,7 @@ impl Client {
                     .inspect_err(|_| main_failed = true)?;
                 let handle = self.reserved(&mut server, handle);
                 server.write_with(&handle, 0, size, |view| {
-                    let fill = fill.take();
-                    self.shared.server.filling(|| fill.map_or((), |f| f(view)))
+                    self.shared.server.fill(&fill, view)
                 })?;
                 self.record_transfer(&mut server, EventKind::Upload, size, Some(&handle));
                 Ok((handle, server.submit_due()))
@@ -363,15 +358,11 @@ impl Client {
     /// Writes `size` bytes at byte `offset` of `handle`, filled by `fill` straight into
     /// the mapped upload staging range through a write-only view of exactly `size` bytes
     /// (see [`create_with`](Self::create_with)). `fill` runs under the client's lock, so
-    /// it must not call the client: a client call from inside it panics with a message
-    /// naming this rule.
+    /// it must not call the client: a client call from inside it panics naming this
+    /// rule. A panic in `fill` passes through; nothing is written.
     ///
     /// # Errors
     /// As [`write`](Self::write).
-    ///
-    /// # Panics
-    /// When `fill` panics (a client call from inside it included): the panic passes
-    /// through, the lock is released, nothing is written and the client goes on.
     pub fn write_with(
         &self,
         handle: &Handle,
@@ -387,8 +378,7 @@ impl Client {
                 let mut server = self.shared.server.lock();
                 server
                     .write_with(handle, offset, size, |view| {
-                        let fill = fill.take();
-                        self.shared.server.filling(|| fill.map_or((), |f| f(view)))
+                        self.shared.server.fill(&fill, view)
                     })
                     .map(|()| {
                         self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
