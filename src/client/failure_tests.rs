@@ -197,6 +197,88 @@ fn a_loop_failing_the_same_way_does_not_grow_the_graph() {
     );
 }
 
+/// Two entry points declaring different globals at binding 0 (legal: a binding number
+/// must be unique only among the globals one entry point uses): `bump` stores to `data`,
+/// `copy` reads `source`, declared read-only.
+const TWO_ENTRY_POINTS: &str = "
+@group(0) @binding(0) var<storage, read> source: array<u32>;
+@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(4)
+fn bump(@builtin(global_invocation_id) i: vec3<u32>) { data[i.x] = data[i.x] + 1u; }
+@compute @workgroup_size(4)
+fn copy(@builtin(global_invocation_id) i: vec3<u32>) { out[i.x] = source[i.x]; }
+";
+
+/// What a refused batch claims comes from the launched entry point alone: `bump` stores
+/// to its binding 0, so a failure of its batch claims it, although another entry point
+/// declares a read-only global at binding 0.
+#[test]
+fn a_refused_batch_claims_what_the_launched_entry_point_stores_to() {
+    let Some(client) = client() else { return };
+    let data = client.create(&words(10)).unwrap();
+    let bump = Kernel::new("bump", TWO_ENTRY_POINTS, "bump");
+    in_a_refused_batch(&client, || {
+        client.launch(&bump, [1, 1, 1], &[&data]).unwrap()
+    });
+    unwritten(client.read_blocking(&data));
+}
+
+/// Stores to `@group(1)`, which a launch does not bind.
+const SECOND_GROUP: &str = "
+@group(0) @binding(0) var<storage, read_write> a: array<u32>;
+@group(1) @binding(0) var<storage, read_write> b: array<u32>;
+@compute @workgroup_size(4)
+fn main(@builtin(global_invocation_id) i: vec3<u32>) { b[i.x] = a[i.x]; }
+";
+
+/// Every check a launch can fail runs before a claimed input skips it: a launch over an
+/// input that carries a failure is refused as it would be over a clean one (a kernel
+/// that does not compile, a missing entry point, a binding outside `@group(0)`, one
+/// binding short, a read-only binding beside a writable one in its page), and a launch
+/// that returns `Err` claims nothing, its outputs and its clean inputs alike.
+#[test]
+fn a_launch_over_a_failed_input_is_checked_before_it_is_skipped() {
+    let Some(client) = client() else { return };
+    let x = client.create(&words(2)).unwrap();
+    in_a_refused_batch(&client, || client.write(&x, 0, &words(3)).unwrap());
+    unwritten(client.read_blocking(&x));
+    let held = client.failures_held();
+    let y = client.create(&words(0)).unwrap();
+    let w = client.create(&words(4)).unwrap();
+    let refusals: [(Kernel, Vec<&Handle>); 5] = [
+        (Kernel::new("broken", "fn main( {", "main"), vec![&x, &y]),
+        (
+            Kernel::new("no such entry", SCALE, "missing"),
+            vec![&w, &x, &y],
+        ),
+        (Kernel::new("second group", SECOND_GROUP, "main"), vec![&x]),
+        (Kernel::new("one short", SCALE, "main"), vec![&w, &x]),
+        (
+            Kernel::new("copy", TWO_ENTRY_POINTS, "copy"),
+            // x and y share a page: a read-only binding beside a writable one.
+            vec![&x, &y],
+        ),
+    ];
+    let page = |handle: &Handle| client.resource(handle).unwrap().buffer;
+    assert_eq!(page(&x), page(&y), "the last case needs one page");
+    for (kernel, handles) in &refusals {
+        let refused = client.launch(kernel, [1, 1, 1], handles);
+        let expected = match kernel.label() {
+            "second group" => matches!(refused, Err(ClientError::UnsupportedGroup { .. })),
+            "one short" => matches!(refused, Err(ClientError::MissingBinding { .. })),
+            "copy" => matches!(refused, Err(ClientError::ReadOnlyAliasesWritable { .. })),
+            _ => matches!(refused, Err(ClientError::Wgpu { .. })),
+        };
+        assert!(expected, "{}: {refused:?}", kernel.label());
+        assert_eq!(client.failures_held(), held, "{}", kernel.label());
+        assert_eq!(client.read_blocking(&y).unwrap(), words(0));
+        assert_eq!(client.read_blocking(&w).unwrap(), words(4));
+    }
+    client.flush().unwrap();
+    assert!(client.uncaptured_errors().is_empty());
+}
+
 /// A buffer of the model: its value, or the failure that claims it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {

@@ -25,6 +25,7 @@ mod device_memory;
 mod failure_tests;
 #[cfg(test)]
 mod fault_tests;
+mod fill_lock;
 mod hooks;
 mod memory_history;
 mod mode;
@@ -85,7 +86,7 @@ struct Shared {
     device: wgpu::Device,
     queue: wgpu::Queue,
     info: Option<wgpu::AdapterInfo>,
-    server: Mutex<Server>,
+    server: fill_lock::ServerLock,
     /// The submit turn: taken before `server`, never while holding it; re-entrant so a
     /// wgpu callback running inside our submit can submit too. It holds the segments
     /// of the batches in submission, which every submission sends first.
@@ -205,7 +206,7 @@ impl Client {
                 device,
                 queue,
                 info,
-                server: Mutex::new(server),
+                server: fill_lock::ServerLock::new(server),
                 turn: ReentrantMutex::new(Default::default()),
                 records: Mutex::new(Ring::new(DEFAULT_RECORDS)),
                 poller,
@@ -270,7 +271,9 @@ impl Client {
     /// staging range (no host copy at all). `fill` gets a write-only view of exactly
     /// `size` bytes (wgpu's [`WriteOnly`](wgpu::WriteOnly): mapped memory may be
     /// write-combined, and is never read); every byte it leaves unwritten is unspecified.
-    /// It runs under the client's lock, so it must not call the client.
+    /// It runs under the client's lock, so it must not call the client: a client call
+    /// from inside it panics naming this rule (another client may be called). A panic in
+    /// `fill` passes through; no handle is made, and the client goes on.
     ///
     /// # Errors
     /// As [`create`](Self::create).
@@ -296,7 +299,9 @@ impl Client {
                     .record_failure(&mut server, reserved)
                     .inspect_err(|_| main_failed = true)?;
                 let handle = self.reserved(&mut server, handle);
-                server.write_with(&handle, 0, size, |view| fill.take().map_or((), |f| f(view)))?;
+                server.write_with(&handle, 0, size, |view| {
+                    self.shared.server.fill(&fill, view)
+                })?;
                 self.record_transfer(&mut server, EventKind::Upload, size, Some(&handle));
                 Ok((handle, server.submit_due()))
             },
@@ -353,7 +358,8 @@ impl Client {
     /// Writes `size` bytes at byte `offset` of `handle`, filled by `fill` straight into
     /// the mapped upload staging range through a write-only view of exactly `size` bytes
     /// (see [`create_with`](Self::create_with)). `fill` runs under the client's lock, so
-    /// it must not call the client.
+    /// it must not call the client: a client call from inside it panics naming this
+    /// rule. A panic in `fill` passes through; nothing is written.
     ///
     /// # Errors
     /// As [`write`](Self::write).
@@ -372,7 +378,7 @@ impl Client {
                 let mut server = self.shared.server.lock();
                 server
                     .write_with(handle, offset, size, |view| {
-                        fill.take().map_or((), |f| f(view))
+                        self.shared.server.fill(&fill, view)
                     })
                     .map(|()| {
                         self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
@@ -408,19 +414,22 @@ impl Client {
     /// up to 4 bytes, at least 4). Storage bindings only: a kernel that declares one
     /// `var<uniform>` is refused (see [`Kernel`]).
     ///
-    /// When an input carries a failure (bytes an earlier failed operation left
-    /// unwritten), the launch is not dispatched and returns `Ok(())`: its outputs take the
-    /// same failure, which a read of them reports with this kernel in its chain.
+    /// Every check below runs first. Then, when an input carries a failure (bytes an
+    /// earlier failed operation left unwritten), the launch is not dispatched and returns
+    /// `Ok(())`: its outputs take the same failure, which a read of them reports with
+    /// this kernel in its chain.
     ///
     /// # Errors
     /// [`ClientError::TooManyWorkgroups`], [`ClientError::TooManyBindings`] against the
-    /// device's limits; [`ClientError::Wgpu`] when the shader does not compile or the
-    /// bindings do not match it (a `var<uniform>` binding included);
-    /// [`ClientError::DeviceLost`] once the device is lost;
+    /// device's limits; [`ClientError::Wgpu`] when the shader does not compile, has no
+    /// such compute entry point, or the bindings do not match it (a `var<uniform>`
+    /// binding included); [`ClientError::UnsupportedGroup`] when the entry point uses a
+    /// group other than 0; [`ClientError::MissingBinding`] when it uses a binding past
+    /// the handles given; [`ClientError::DeviceLost`] once the device is lost;
     /// [`ClientError::ReadOnlyAliasesWritable`] when a `var<storage, read>` binding
     /// shares a page with a writable one; [`ClientError::Memory`] for a stale handle. A
     /// launch that returns an error ran nothing and claims nothing: every handle keeps
-    /// its bytes.
+    /// its bytes, whether or not an input carries a failure.
     pub fn launch(
         &self,
         kernel: &Kernel,

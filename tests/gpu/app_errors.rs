@@ -118,17 +118,17 @@ fn an_application_error_goes_to_its_handler_and_nothing_panics() {
 fn the_clients_own_errors_stay_its_own_with_no_handler() {
     let Some(client) = fresh() else { return };
     let handle = client.create(&pattern(64, 2)).unwrap();
-    // A shader that does not compile, and a launch one binding short: both refused by
-    // wgpu inside the client's error scopes, returned as errors, never a panic.
+    // A shader that does not compile, and a launch binding a slice as `var<uniform>`:
+    // both refused by wgpu inside the client's error scopes, returned as errors, never a
+    // panic.
     let broken = Kernel::new("broken", "fn main( {", "main");
     let error = client.launch(&broken, [1, 1, 1], &[&handle]).unwrap_err();
     assert!(matches!(error, ClientError::Wgpu { .. }), "{error}");
-    let short = Kernel::new(
-        "short",
-        UNIFORM_PARAMETER.replace("uniform", "storage"),
-        "main",
-    );
-    let error = client.launch(&short, [1, 1, 1], &[&handle]).unwrap_err();
+    let uniform = Kernel::new("uniform", UNIFORM_PARAMETER, "main");
+    let output = client.create(&pattern(64, 3)).unwrap();
+    let error = client
+        .launch(&uniform, [1, 1, 1], &[&handle, &output])
+        .unwrap_err();
     assert!(matches!(error, ClientError::Wgpu { .. }), "{error}");
     client.sync().unwrap();
     assert!(client.uncaptured_errors().is_empty());

@@ -19,6 +19,7 @@ mod device;
 mod device_loss;
 mod device_memory;
 mod failures;
+mod fill_calls;
 mod history;
 #[path = "../../examples/matmul/job.rs"]
 #[allow(dead_code)]

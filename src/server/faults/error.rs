@@ -165,6 +165,38 @@ pub enum ClientError {
         /// The writable binding in the same page.
         writable: u32,
     },
+    /// A launch's entry point uses a binding outside `@group(0)` (any kind: storage,
+    /// uniform, texture, sampler). A launch binds only `@group(0)`, the i-th handle at
+    /// `@binding(i)`, and wgpu would refuse the dispatch only when the batch is
+    /// submitted, failing every operation in it; the launch is refused alone instead,
+    /// before anything is recorded. Declare the binding in `@group(0)` and pass its handle
+    /// at that position, or bind the group yourself in your own pipeline, with the
+    /// handles' buffers from [`Client::resource`](crate::Client::resource).
+    #[error(
+        "launch of {kernel}: its entry point uses @group({group}) @binding({binding}), but a launch binds only @group(0), the i-th handle at @binding(i); declare it in @group(0) and pass its handle at that position, or bind @group({group}) yourself in your own pipeline with buffers from Client::resource"
+    )]
+    UnsupportedGroup {
+        /// The kernel's label.
+        kernel: String,
+        /// The group outside 0 (the lowest the entry point uses).
+        group: u32,
+        /// The lowest binding number the entry point uses in that group.
+        binding: u32,
+    },
+    /// A launch's entry point uses `@group(0) @binding(binding)`, but fewer handles were
+    /// given: the i-th handle is bound at `@binding(i)`, so `binding` has none. Refused
+    /// before anything is recorded. Pass one handle per binding the entry point uses.
+    #[error(
+        "launch of {kernel}: its entry point uses @group(0) @binding({binding}), but the launch gave {given} handles (the i-th is bound at @binding(i)); pass a handle for every binding the entry point uses"
+    )]
+    MissingBinding {
+        /// The kernel's label.
+        kernel: String,
+        /// The highest binding number the entry point uses.
+        binding: u32,
+        /// Handles given.
+        given: usize,
+    },
     /// A handle of another client was given to this one: its slice lives in the other
     /// client's memory. Use each handle with the client that made it.
     #[error(

@@ -116,10 +116,8 @@ pub(crate) struct CachedPipeline {
     pub(crate) pipeline: wgpu::ComputePipeline,
     pub(crate) layout: wgpu::BindGroupLayout,
     pub(crate) slot: u64,
-    /// The `@group(0)` bindings the source declares read-only storage.
-    pub(crate) read_only: Arc<[u32]>,
-    /// What the source does with its `@group(0)` bindings (read-only ones, written
-    /// ones), shared with the kernels made from it.
+    /// What the entry point does with its bindings (read-only ones, written ones, the
+    /// ones it uses), shared with the kernels made from it.
     pub(crate) usage: Arc<super::reflection::BindingUse>,
 }
 

@@ -12,13 +12,18 @@ use std::sync::{Arc, OnceLock};
 /// launch. Only storage bindings are supported: the client's pages have no `UNIFORM`
 /// usage, so a `var<uniform>` binding is refused by wgpu (the launch returns
 /// [`ClientError::Wgpu`](crate::ClientError::Wgpu)); put small parameters in a small
-/// handle bound `var<storage, read_write>` (the README, "Small parameters").
+/// handle bound `var<storage, read_write>` (the README, "Small parameters"). An entry
+/// point that uses another group is refused
+/// ([`ClientError::UnsupportedGroup`](crate::ClientError::UnsupportedGroup)), and so is a
+/// launch that gives fewer handles than the bindings it uses
+/// ([`ClientError::MissingBinding`](crate::ClientError::MissingBinding)).
 ///
-/// What the kernel writes comes from its source: the bindings its entry point
-/// (or a function it calls) stores to, atomics included, read with naga at the first
-/// launch; only those are outputs, which a refused batch or a skipped launch claims (a
-/// binding declared `read_write` but only read is never claimed). Every handle counts
-/// as read.
+/// What the kernel reads and writes comes from its entry point alone, read with naga
+/// when its pipeline is compiled: only the globals the entry point (or a function it
+/// calls) uses count, so one module may declare different globals at one binding
+/// number for different entry points. Its outputs are the bindings it stores to,
+/// atomics included, which a refused batch or a skipped launch claims (a binding
+/// declared `read_write` but only read is never claimed). Every handle counts as read.
 /// [`writes`](Self::writes) overrides both for kernels whose outputs are written whole
 /// without being read.
 #[derive(Debug, Clone)]
@@ -60,7 +65,8 @@ impl Kernel {
     /// without reading their old bytes, replacing what its source says. Failure tracking
     /// uses it: a refused batch or a skipped launch claims the bytes of these handles
     /// only, and a claim on them does not stop the launch (it overwrites them). A binding
-    /// the source declares `var<storage, read>` is never written, whatever this says.
+    /// whose global (the one the entry point uses) is declared `var<storage, read>` is
+    /// never written, whatever this says.
     ///
     /// Default: the outputs are the bindings the source stores to, and every binding is
     /// read (so a claim on any of them stops the launch: a store may cover only part of
@@ -70,14 +76,11 @@ impl Kernel {
         self
     }
 
-    /// What the source does with its bindings: computed once, on the first call, and
-    /// kept by every clone. `known` is a value already computed for the same source and
-    /// entry point (the pipeline cache's), used instead of analysing again.
-    pub(crate) fn binding_use(&self, known: Option<Arc<BindingUse>>) -> Arc<BindingUse> {
+    /// What the entry point does with its bindings: computed once, on the first call
+    /// (when its pipeline is compiled), and kept by every clone.
+    pub(crate) fn binding_use(&self) -> Arc<BindingUse> {
         self.usage
-            .get_or_init(|| {
-                known.unwrap_or_else(|| Arc::new(binding_use(&self.source, &self.entry_point)))
-            })
+            .get_or_init(|| Arc::new(binding_use(&self.source, &self.entry_point)))
             .clone()
     }
 

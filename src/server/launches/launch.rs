@@ -8,7 +8,6 @@ use crate::server::faults::error::ClientError;
 use crate::server::memory::handle::Handle;
 use crate::server::{Server, wgpu_error};
 use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
-use std::sync::Arc;
 
 /// A dispatch whose pipeline and bind group are made, ready to record.
 pub(crate) struct PreparedDispatch {
@@ -20,16 +19,21 @@ impl Server {
     /// Records a dispatch of `kernel` over `workgroups` in the pending batch, binding the
     /// i-th handle as the storage buffer `@group(0) @binding(i)` at its offset.
     ///
-    /// Failure tracking: a launch whose inputs carry a claim is not dispatched; its
-    /// outputs take the same failure and a [`Skipped`] record is added. A launch that
-    /// returns an error ran nothing and claims nothing, every byte is intact: one the
-    /// client refuses itself (a limit, a foreign handle, a read-only binding aliasing a
-    /// writable one, a destroyed page) and one wgpu refuses while it is encoded (the
-    /// pipeline, the bind group) alike, since nothing reaches the batch before both are
-    /// made. Otherwise the outputs count as written; should the batch fail as a whole,
-    /// its failure claims them (see `server::batch`). Outputs are the bindings the
-    /// source stores to ([`Kernel::writes`] overrides), never one it declares
-    /// `var<storage, read>`.
+    /// Every check a launch can fail runs first, in this order: the device, the limits
+    /// and the handles' owner ([`check_launch`](Self::check_launch)); the pipeline
+    /// (compiled inside error scopes: the source and the entry point); the bindings the
+    /// entry point uses (none outside `@group(0)`, none past the handles given); each
+    /// handle's slice; a read-only binding sharing a page with a writable one; the bind
+    /// group, which wgpu checks against the pipeline. A launch that returns an error ran
+    /// nothing and claims nothing, every byte is intact, since nothing reaches the batch
+    /// or the failure tracking before all of them pass.
+    ///
+    /// Failure tracking, after the checks: a launch whose inputs carry a claim is not
+    /// dispatched; its outputs take the same failure and a [`Skipped`] record is added.
+    /// Otherwise the outputs count as written; should the batch fail as a whole, its
+    /// failure claims them (see `server::batch`). Outputs are the bindings the launched
+    /// entry point stores to ([`Kernel::writes`] overrides), never one its global
+    /// declares `var<storage, read>`.
     pub(crate) fn launch(
         &mut self,
         kernel: &Kernel,
@@ -37,20 +41,21 @@ impl Server {
         handles: &[&Handle],
     ) -> Result<(), ClientError> {
         self.check_launch(kernel, workgroups, handles)?;
-        let usage = self.binding_use(kernel);
+        let prepared = self.prepare_dispatch(kernel, handles)?;
+        let usage = prepared.pipeline.usage.clone();
         let inputs = handles
             .iter()
             .enumerate()
             .filter(|&(i, _)| kernel.reads_binding(i))
             .map(|(_, handle)| *handle);
         if let Some((failure, needed)) = self.claimed_input(inputs) {
+            // The prepared dispatch is dropped unrecorded (its pipeline and bind group
+            // stay cached for the next launch).
             let outputs: Vec<&Handle> = outputs_of(kernel, &usage, handles).collect();
             self.skip(kernel, failure, needed, &outputs);
             return Ok(());
         }
-        // Nothing reaches the batch unless the pipeline and the bind group are made: a
-        // launch refused here ran nothing and claims nothing.
-        self.encode_dispatch(kernel, workgroups, handles)?;
+        self.record_dispatch(prepared, workgroups);
         for output in outputs_of(kernel, &usage, handles) {
             let binding = output.binding();
             self.main.written(&binding, 0..output.size);
@@ -59,19 +64,6 @@ impl Server {
         self.pending.count_dispatch();
         tracing::debug!(kernel = %kernel.label, ?workgroups, bindings = handles.len(), "launch");
         Ok(())
-    }
-
-    /// What `kernel`'s source does with its bindings: the kernel's own answer, else the
-    /// cached pipeline's for the same source, else read from the source now.
-    fn binding_use(&mut self, kernel: &Kernel) -> Arc<BindingUse> {
-        if let Some(usage) = kernel.usage.get() {
-            return usage.clone();
-        }
-        let cached = self
-            .pipelines
-            .get(&pipeline_key(kernel))
-            .map(|pipeline| pipeline.usage);
-        kernel.binding_use(cached)
     }
 
     /// The first failure claiming bytes of an input, with the input's id.
@@ -110,29 +102,18 @@ impl Server {
         );
     }
 
-    /// Encodes the dispatch into the batch's open compute pass, with the cached pipeline
-    /// and bind group (made inside error scopes on a miss). Returns the bindings the
-    /// source declares read-only.
-    pub(crate) fn encode_dispatch(
-        &mut self,
-        kernel: &Kernel,
-        workgroups: [u32; 3],
-        handles: &[&Handle],
-    ) -> Result<std::sync::Arc<[u32]>, ClientError> {
-        let prepared = self.prepare_dispatch(kernel, handles)?;
-        Ok(self.record_dispatch(prepared, workgroups))
-    }
-
-    /// Everything a dispatch needs that can fail: the pipeline and the bind group of
-    /// `handles` where they are now. Records nothing; no reservation may come between
-    /// this and [`record_dispatch`](Self::record_dispatch) (it could move a slice the
-    /// bind group names).
+    /// Everything a dispatch needs that can fail: the pipeline, the bindings its entry
+    /// point uses checked against `handles`, and the bind group of `handles` where they
+    /// are now. Records nothing; no reservation may come between this and
+    /// [`record_dispatch`](Self::record_dispatch) (it could move a slice the bind group
+    /// names).
     pub(crate) fn prepare_dispatch(
         &mut self,
         kernel: &Kernel,
         handles: &[&Handle],
     ) -> Result<PreparedDispatch, ClientError> {
         let pipeline = self.pipeline(kernel)?;
+        check_bindings(kernel, &pipeline.usage, handles.len())?;
         // The key's list is the one a cache hit gave back (see `bind_group`): a launch
         // over cached slices allocates nothing here.
         let mut bindings = std::mem::take(&mut self.binding_scratch);
@@ -142,7 +123,9 @@ impl Server {
             let size = resource.binding_size();
             bindings.push((resource.buffer, resource.offset, size));
         }
-        let aliased = aliased_read_only(&pipeline.read_only, &bindings, |(buffer, _, _)| buffer);
+        let aliased = aliased_read_only(&pipeline.usage.read_only, &bindings, |(buffer, _, _)| {
+            buffer
+        });
         if let Some((read_only, writable)) = aliased {
             return Err(ClientError::ReadOnlyAliasesWritable {
                 kernel: kernel.label.to_string(),
@@ -161,13 +144,8 @@ impl Server {
         })
     }
 
-    /// Records a prepared dispatch over `workgroups` into the open compute pass; returns
-    /// the bindings the source declares read-only.
-    pub(crate) fn record_dispatch(
-        &mut self,
-        prepared: PreparedDispatch,
-        workgroups: [u32; 3],
-    ) -> std::sync::Arc<[u32]> {
+    /// Records a prepared dispatch over `workgroups` into the open compute pass.
+    pub(crate) fn record_dispatch(&mut self, prepared: PreparedDispatch, workgroups: [u32; 3]) {
         let PreparedDispatch {
             pipeline,
             bind_group,
@@ -176,7 +154,6 @@ impl Server {
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
-        pipeline.read_only
     }
 
     /// The bind group for `key`, from the cache or made now.
@@ -272,13 +249,10 @@ impl Server {
     }
 
     /// The kernel's pipeline: from the cache (keyed by source and entry point), or
-    /// compiled now inside error scopes.
+    /// compiled now inside error scopes, with what its entry point does with its
+    /// bindings.
     fn pipeline(&mut self, kernel: &Kernel) -> Result<CachedPipeline, ClientError> {
-        let key = PipelineKey {
-            fingerprint: kernel.fingerprint,
-            source: kernel.source.clone(),
-            entry_point: kernel.entry_point.clone(),
-        };
+        let key = pipeline_key(kernel);
         if let Some(pipeline) = self.pipelines.get(&key) {
             return Ok(pipeline);
         }
@@ -303,12 +277,11 @@ impl Server {
             return Err(wgpu_error(format!("compiling {}", kernel.label), error));
         }
         self.next_pipeline_slot += 1;
-        let usage = kernel.binding_use(None);
+        let usage = kernel.binding_use();
         let cached = CachedPipeline {
             pipeline: pipeline.0,
             layout: pipeline.1,
             slot: self.next_pipeline_slot,
-            read_only: usage.read_only.clone().into(),
             usage,
         };
         self.pipelines.insert(key, cached.clone());
@@ -327,6 +300,27 @@ fn pipeline_key(kernel: &Kernel) -> PipelineKey {
         fingerprint: kernel.fingerprint,
         source: kernel.source.clone(),
         entry_point: kernel.entry_point.clone(),
+    }
+}
+
+/// Refuses a launch whose entry point uses a binding the launch cannot fill: one outside
+/// `@group(0)`, or one past the `given` handles. wgpu would find the first only when the
+/// batch is submitted, failing all of it.
+fn check_bindings(kernel: &Kernel, usage: &BindingUse, given: usize) -> Result<(), ClientError> {
+    if let Some((group, binding)) = usage.other_group {
+        return Err(ClientError::UnsupportedGroup {
+            kernel: kernel.label.to_string(),
+            group,
+            binding,
+        });
+    }
+    match usage.last_binding {
+        Some(binding) if binding as usize >= given => Err(ClientError::MissingBinding {
+            kernel: kernel.label.to_string(),
+            binding,
+            given,
+        }),
+        _ => Ok(()),
     }
 }
 

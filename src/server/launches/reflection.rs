@@ -1,7 +1,11 @@
 //! What a kernel's WGSL says about its bindings, read with naga (the WGSL front end and
 //! validator wgpu itself uses, at the version wgpu 30 depends on).
 //!
-//! Two facts come from here:
+//! Three facts come from here, each about the launched entry point alone: WGSL asks a
+//! binding number to be unique only among the globals one entry point uses, so a module
+//! may declare different globals at one binding for different entry points, and only
+//! the globals the entry point (or a function it calls) touches are in the layout wgpu
+//! derives for its pipeline.
 //!
 //! - **Which bindings the entry point writes.** naga's validator records, for each
 //!   function, the globals it loads from and stores to (a `Store` through any pointer
@@ -18,11 +22,18 @@
 //!   encoder is finished: the whole batch would fail. Slices of one page are one buffer,
 //!   so two handles of a launch can share a page. Knowing the read-only bindings lets
 //!   the launch refuse that case alone, when it is recorded.
+//! - **Which bindings the entry point uses at all**, in every group and of every kind. A
+//!   launch binds only `@group(0)`, one handle per binding; a pipeline that needs
+//!   another group, or a binding past the handles given, is refused by wgpu only when
+//!   the batch is submitted (or when the bind group is made), so the launch refuses it
+//!   first, with an error that says what to do.
 
-use naga::valid::{Capabilities, GlobalUse, ValidationFlags, Validator};
+use naga::valid::{Capabilities, GlobalUse, ModuleInfo, ValidationFlags, Validator};
 
-/// What one entry point does with its `@group(0)` storage bindings. Each list is
-/// ascending binding numbers.
+/// What one entry point does with its bindings. Each list is ascending binding numbers
+/// of `@group(0)` storage bindings, counting only the globals the entry point uses
+/// (itself or through a function it calls): a module may declare different globals at
+/// one binding number for different entry points.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct BindingUse {
     /// Bindings declared read-only storage (`var<storage, read>` or `var<storage>`).
@@ -30,6 +41,13 @@ pub(crate) struct BindingUse {
     /// Bindings the entry point, or a function it calls, stores to (atomics included).
     /// `None` when the source could not be analysed: every binding counts as written.
     pub(crate) written: Option<Vec<u32>>,
+    /// The highest `@group(0)` binding number the entry point uses, of any kind (a
+    /// launch must give a handle for it); `None` when it uses none or the source could
+    /// not be analysed.
+    pub(crate) last_binding: Option<u32>,
+    /// The lowest (group, binding) outside `@group(0)` the entry point uses, of any
+    /// kind: a launch cannot bind it.
+    pub(crate) other_group: Option<(u32, u32)>,
 }
 
 impl BindingUse {
@@ -44,67 +62,102 @@ impl BindingUse {
     }
 }
 
-/// What `entry_point` of `source` does with its `@group(0)` storage bindings. A source
-/// that does not parse gives no read-only binding and every binding as written; one
-/// that parses but does not validate, or lacks the entry point, gives its read-only
-/// bindings and every other binding as written (wgpu reports either when the pipeline is
-/// compiled).
+/// What `entry_point` of `source` does with its bindings. A source that does not parse
+/// gives no read-only binding and every binding as written; one that parses but does not
+/// validate, or lacks the entry point, gives every binding as written and as read-only
+/// only the binding numbers at which every declared global is read-only (wgpu reports
+/// either when the pipeline is compiled, and a launch compiles before it looks here).
 pub(crate) fn binding_use(source: &str, entry_point: &str) -> BindingUse {
     let Ok(module) = naga::front::wgsl::parse_str(source) else {
         return BindingUse::default();
     };
-    let read_only = read_only_bindings(&module);
-    let written = written_bindings(&module, entry_point);
-    BindingUse { read_only, written }
-}
-
-/// The `@group(0)` storage bindings `module` declares read-only, ascending.
-fn read_only_bindings(module: &naga::Module) -> Vec<u32> {
-    let mut bindings: Vec<u32> = module
-        .global_variables
-        .iter()
-        .filter_map(|(_, variable)| {
-            let binding = variable.binding.as_ref()?;
-            let naga::AddressSpace::Storage { access } = variable.space else {
-                return None;
-            };
-            let read_only = !access.contains(naga::StorageAccess::STORE);
-            (binding.group == 0 && read_only).then_some(binding.binding)
-        })
-        .collect();
-    bindings.sort_unstable();
-    bindings
-}
-
-/// The `@group(0)` storage bindings `entry_point` stores to, ascending; `None` when the
-/// module does not validate or has no such compute entry point.
-fn written_bindings(module: &naga::Module, entry_point: &str) -> Option<Vec<u32>> {
     // wgpu validates shaders with every flag; every capability here, so that this is
     // never stricter than wgpu on the device's features.
-    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
-        .validate(module)
-        .ok()?;
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module);
     let index = module
         .entry_points
         .iter()
-        .position(|entry| entry.name == entry_point && entry.stage == naga::ShaderStage::Compute)?;
+        .position(|entry| entry.name == entry_point && entry.stage == naga::ShaderStage::Compute);
+    match (info, index) {
+        (Ok(info), Some(index)) => entry_point_use(&module, &info, index),
+        _ => BindingUse {
+            read_only: read_only_everywhere(&module),
+            ..BindingUse::default()
+        },
+    }
+}
+
+/// What entry point `index` of the validated `module` does with the globals it uses.
+fn entry_point_use(module: &naga::Module, info: &ModuleInfo, index: usize) -> BindingUse {
     // The entry point's uses include those of every function it calls (naga merges a
-    // callee's uses into its caller's); an atomic operation counts as a read and a write.
+    // callee's uses into its caller's); a global it never touches has none, and is not
+    // in the layout wgpu derives for its pipeline. An atomic operation counts as a read
+    // and a write.
     let uses = info.get_entry_point(index);
-    let mut bindings: Vec<u32> = module
+    let mut usage = BindingUse::default();
+    let mut written = Vec::new();
+    for (handle, variable) in module.global_variables.iter() {
+        let Some(binding) = variable.binding.as_ref() else {
+            continue;
+        };
+        let used = uses[handle];
+        if used.is_empty() {
+            continue;
+        }
+        if binding.group != 0 {
+            let here = (binding.group, binding.binding);
+            usage.other_group = Some(usage.other_group.map_or(here, |seen| seen.min(here)));
+            continue;
+        }
+        usage.last_binding = usage.last_binding.max(Some(binding.binding));
+        let naga::AddressSpace::Storage { access } = variable.space else {
+            continue;
+        };
+        if !access.contains(naga::StorageAccess::STORE) {
+            usage.read_only.push(binding.binding);
+        }
+        if used.intersects(GlobalUse::WRITE | GlobalUse::ATOMIC) {
+            written.push(binding.binding);
+        }
+    }
+    usage.read_only.sort_unstable();
+    written.sort_unstable();
+    usage.written = Some(written);
+    usage
+}
+
+/// The `@group(0)` storage binding numbers at which every global `module` declares is
+/// read-only, ascending: without knowing which global an entry point uses, a binding
+/// counts as read-only only when it is so whichever one it uses (so it is never left
+/// out of what a failure claims because another entry point declares it read-only).
+fn read_only_everywhere(module: &naga::Module) -> Vec<u32> {
+    let storage = |variable: &naga::GlobalVariable| {
+        let binding = variable.binding.as_ref()?;
+        let naga::AddressSpace::Storage { access } = variable.space else {
+            return None;
+        };
+        (binding.group == 0).then_some((
+            binding.binding,
+            !access.contains(naga::StorageAccess::STORE),
+        ))
+    };
+    let declared: Vec<(u32, bool)> = module
         .global_variables
         .iter()
-        .filter_map(|(handle, variable)| {
-            let binding = variable.binding.as_ref()?;
-            let naga::AddressSpace::Storage { .. } = variable.space else {
-                return None;
-            };
-            let stores = uses[handle].intersects(GlobalUse::WRITE | GlobalUse::ATOMIC);
-            (binding.group == 0 && stores).then_some(binding.binding)
+        .filter_map(|(_, variable)| storage(variable))
+        .collect();
+    let mut bindings: Vec<u32> = declared
+        .iter()
+        .filter(|&&(number, _)| {
+            declared
+                .iter()
+                .all(|&(other, read_only)| other != number || read_only)
         })
+        .map(|&(number, _)| number)
         .collect();
     bindings.sort_unstable();
-    Some(bindings)
+    bindings.dedup();
+    bindings
 }
 
 /// The first pair (read-only binding, writable binding) of a launch that lie in one

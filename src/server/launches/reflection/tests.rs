@@ -1,4 +1,4 @@
-//! What naga tells of a kernel's bindings (issue 24, item 3).
+//! What naga tells of a kernel's bindings.
 
 use super::*;
 
@@ -91,6 +91,53 @@ fn other_groups_and_uniforms_are_not_bindings_of_the_launch() {
 @group(0) @binding(1) var<storage, read_write> y: array<u32>;
 @compute @workgroup_size(1) fn main() { y[0] = scale.x; elsewhere[0] = 1u; }";
     assert_eq!(written(source, "main"), Some(vec![1]));
+    let usage = binding_use(source, "main");
+    assert_eq!(usage.other_group, Some((1, 0)));
+    assert_eq!(usage.last_binding, Some(1));
+}
+
+/// Two entry points declaring different globals at binding 0: each launch sees only
+/// the globals its own entry point uses.
+const SHARED_NUMBER: &str = "
+@group(0) @binding(0) var<storage, read> source: array<u32>;
+@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@group(2) @binding(5) var<storage, read_write> far: array<u32>;
+@group(1) @binding(7) var<storage, read_write> near: array<u32>;
+fn touch_far() { far[0] = 1u; }
+@compute @workgroup_size(1) fn bump() { data[0] = data[0] + 1u; }
+@compute @workgroup_size(1) fn copy() { out[0] = source[0]; }
+@compute @workgroup_size(1) fn elsewhere() { touch_far(); near[0] = 2u; }
+";
+
+#[test]
+fn a_binding_number_shared_by_two_entry_points_is_the_launched_ones() {
+    let bump = binding_use(SHARED_NUMBER, "bump");
+    assert_eq!(bump.read_only, Vec::<u32>::new());
+    assert_eq!(bump.written, Some(vec![0]));
+    assert!(bump.may_write(0));
+    assert_eq!(bump.last_binding, Some(0), "binding 1 is copy's alone");
+    assert_eq!(bump.other_group, None);
+    let copy = binding_use(SHARED_NUMBER, "copy");
+    assert_eq!(copy.read_only, vec![0]);
+    assert_eq!(copy.written, Some(vec![1]));
+    assert_eq!(copy.last_binding, Some(1));
+    // Through a called function too; the lowest group is named.
+    let elsewhere = binding_use(SHARED_NUMBER, "elsewhere");
+    assert_eq!(elsewhere.other_group, Some((1, 7)));
+    assert_eq!(elsewhere.last_binding, None);
+}
+
+#[test]
+fn without_the_entry_point_a_shared_number_is_never_read_only() {
+    // No such entry point: binding 0 may be either global, so it is not read-only, and
+    // every binding counts as written.
+    let usage = binding_use(SHARED_NUMBER, "missing");
+    assert_eq!(usage.read_only, Vec::<u32>::new());
+    assert!(usage.may_write(0) && usage.may_write(1));
+    assert_eq!((usage.last_binding, usage.other_group), (None, None));
+    // A number only read-only globals declare stays read-only.
+    assert_eq!(binding_use(SOURCE, "missing").read_only, vec![0, 2]);
 }
 
 #[test]
