@@ -187,6 +187,23 @@ pub enum PoolConfigError {
         allowed: &'static [&'static str],
     },
 
+    /// A top-level table (or key) that a configuration file does not have: the file
+    /// holds only `[memory]` and `[submit]`. `nearest` is the known table the name is
+    /// close to (a misspelling such as `[memroy]`, or a key of that table written above
+    /// every table, `misplaced_key`), if any.
+    ///
+    /// Retrying does not help: fix the table's name, move the key under its table, or
+    /// keep another program's tables in a file of its own.
+    #[error("{}", unknown_table_text(found, *nearest, *misplaced_key))]
+    UnknownTable {
+        /// The table or key as written.
+        found: String,
+        /// The known table it is close to, if any.
+        nearest: Option<&'static str>,
+        /// Whether `found` is a key of `nearest` written outside it.
+        misplaced_key: bool,
+    },
+
     /// An entry lacks a field its type requires (`type` itself, `page_size` on a sliced
     /// entry, `max_alloc_size` on an exclusive entry).
     ///
@@ -342,6 +359,24 @@ fn place(entry: Option<usize>) -> String {
     match entry {
         Some(entry) => format!("memory.pools entry {entry}"),
         None => "[memory]".to_owned(),
+    }
+}
+
+/// The text of [`PoolConfigError::UnknownTable`].
+fn unknown_table_text(found: &str, nearest: Option<&str>, misplaced_key: bool) -> String {
+    const HOLDS: &str = "a wgpu-memory configuration file holds only [memory] and [submit]";
+    match nearest {
+        Some(table) if misplaced_key => format!(
+            "the configuration file has `{found}` above every table; it is a key of \
+             [{table}]: write it after a [{table}] line"
+        ),
+        Some(table) => format!(
+            "the configuration file has no table [{found}]; did you mean [{table}]? {HOLDS}"
+        ),
+        None => format!(
+            "the configuration file has no table [{found}]; {HOLDS} (keep another \
+             program's tables in a file of its own)"
+        ),
     }
 }
 
