@@ -319,6 +319,28 @@ pub enum PoolConfigError {
         held_by: Vec<(String, u64)>,
     },
 
+    /// A budget (`[memory] budget`, or `Client::set_budget`) below the smallest page the
+    /// main memory's pools make (`page_size`): every reservation would need a page the
+    /// budget refuses.
+    ///
+    /// Retrying does not help: give a budget of at least `page_size` bytes (uploads also
+    /// take pages of upload staging from it), or lay the memory out with smaller pages.
+    #[error(
+        "[memory]: `{field}` = {} is below the smallest page the main memory's pools make \
+         ({}): every reservation would need a page the budget refuses; give a budget of at \
+         least {page_size} bytes (uploads also take upload staging pages from it)",
+        show(*.budget),
+        show(*.page_size)
+    )]
+    BudgetBelowSmallestPage {
+        /// The field (`budget`).
+        field: &'static str,
+        /// The budget asked for, in bytes.
+        budget: u64,
+        /// The smallest page the main memory's pools make now, in bytes.
+        page_size: u64,
+    },
+
     /// A configuration file that could not be read.
     ///
     /// Retrying the same load only helps if the file is fixed meanwhile: create it, fix

@@ -187,6 +187,42 @@ fn bad_budgets_are_configuration_errors_naming_the_field() {
     assert_eq!(client.budget().budget, None);
 }
 
+/// `set_budget(Some(1024))` was accepted, and the first reservation then failed with
+/// "16 B ... the budget of 1.00 KiB would be crossed", never naming the page it needed:
+/// a budget below the smallest page the main memory makes is refused, naming the page.
+#[test]
+fn a_budget_below_the_smallest_page_is_refused_naming_the_page() {
+    let Some(client) = fresh() else { return };
+    let page_size = match client.set_budget(Some(1024)) {
+        Err(ClientError::Config(
+            error @ PoolConfigError::BudgetBelowSmallestPage {
+                field: "budget",
+                budget: 1024,
+                page_size,
+            },
+        )) => {
+            assert!(page_size > 1024, "{page_size}");
+            let text = error.to_string();
+            for part in ["1024 bytes", &format!("{page_size} bytes"), "smallest page"] {
+                assert!(text.contains(part), "{text:?} lacks {part:?}");
+            }
+            page_size
+        }
+        other => panic!("expected BudgetBelowSmallestPage, got {other:?}"),
+    };
+    assert_eq!(
+        client.budget().budget,
+        None,
+        "a refused budget changes nothing"
+    );
+    // One byte less is refused too; the page itself is a budget a reservation fits.
+    assert!(client.set_budget(Some(page_size - 1)).is_err());
+    client.set_budget(Some(page_size)).unwrap();
+    let handle = client.empty(16).unwrap();
+    drop(handle);
+    client.set_budget(None).unwrap();
+}
+
 #[test]
 fn the_summary_shows_the_budget_and_what_is_left() {
     let Some(client) = fresh() else { return };
