@@ -119,7 +119,8 @@ impl Client {
     /// ([`ClientError::Config`] when they are invalid for this device,
     /// [`ClientError::Install`] while live handles remain), then as
     /// [`set_budget`](Self::set_budget) for `budget` ([`ClientError::Config`] naming the
-    /// field `budget` when the memories hold more than it even after a cleanup). On an
+    /// field `budget` when it is below the smallest page the main memory's pools make, or
+    /// when the memories hold more than it even after a cleanup). On an
     /// error the steps before it stay applied and the later ones are not made; retrying
     /// after the cause is gone applies the rest.
     pub fn apply_config(&self, config: &MemoryConfig) -> Result<(), ClientError> {

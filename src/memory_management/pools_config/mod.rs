@@ -129,8 +129,10 @@ pub struct MemoryConfig {
     /// `budget = "8 GiB"` (or a byte count): the cap on the bytes of every page the
     /// client creates, in the main memory and both staging memories together (see
     /// `Client::set_budget`). Zero, a negative value or a value that is not a size is
-    /// refused ([`PoolConfigError::BadSize`]); a value below what the client already
-    /// holds when it is applied, [`PoolConfigError::BudgetBelowHeld`].
+    /// refused ([`PoolConfigError::BadSize`]); a value below the smallest page the main
+    /// memory's pools make, [`PoolConfigError::BudgetBelowSmallestPage`]; a value below
+    /// what the client already holds when it is applied,
+    /// [`PoolConfigError::BudgetBelowHeld`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<MemorySize>,
 }
