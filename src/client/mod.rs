@@ -35,6 +35,7 @@ mod queue;
 mod reads;
 mod ring;
 mod submit;
+mod summary;
 
 pub use crate::report::{BudgetUse, DeviceMemory};
 pub use crate::server::{

@@ -48,6 +48,13 @@ impl SliceSums {
 
 /// One line for one pool: its kind, pages now and at peak, and its usage.
 pub fn pool_line(pool: &MemoryPoolReport) -> String {
+    pool_line_on(pool, None)
+}
+
+/// [`pool_line`] for a device whose largest page is `largest_page` bytes, when known: an
+/// exclusive pool's cap above it takes reservations only up to it, and is shown clamped,
+/// with the value in force and the one asked.
+pub fn pool_line_on(pool: &MemoryPoolReport, largest_page: Option<u64>) -> String {
     let kind = match pool.kind {
         MemoryPoolKind::Sliced {
             page_size,
@@ -63,9 +70,14 @@ pub fn pool_line(pool: &MemoryPoolReport) -> String {
         MemoryPoolKind::Adaptive { page_size, .. } => {
             format!("adaptive (pages up to {})", format_bytes(page_size))
         }
-        MemoryPoolKind::Exclusive { max_alloc_size } => {
-            format!("exclusive (up to {})", format_bytes(max_alloc_size))
-        }
+        MemoryPoolKind::Exclusive { max_alloc_size } => match largest_page {
+            Some(largest) if largest < max_alloc_size => format!(
+                "exclusive (up to {}, the device's largest page; {} asked)",
+                format_bytes(largest),
+                format_bytes(max_alloc_size)
+            ),
+            _ => format!("exclusive (up to {})", format_bytes(max_alloc_size)),
+        },
         MemoryPoolKind::Direct => "direct".to_string(),
         MemoryPoolKind::Persistent => "persistent".to_string(),
     };
@@ -103,6 +115,29 @@ mod tests {
         };
         assert!(pool_line(&report(0)).starts_with("adaptive (no pages): 0 pages"));
         assert!(pool_line(&report(2 << 20)).starts_with("adaptive (pages up to 2.00 MiB)"));
+    }
+
+    /// An exclusive cap above the device's largest page is shown clamped, with the
+    /// value in force and the one asked; one within it, or with no limit known, as is.
+    #[test]
+    fn an_exclusive_cap_over_the_largest_page_is_shown_clamped() {
+        let report = MemoryPoolReport {
+            kind: MemoryPoolKind::Exclusive {
+                max_alloc_size: 2 << 30,
+            },
+            usage: MemoryUsage::default(),
+            pages: 0,
+            pages_peak: 1,
+            pages_unmapped: 0,
+            largest_alloc: 0,
+        };
+        assert!(super::pool_line_on(&report, Some(128 << 20)).starts_with(
+            "exclusive (up to 128.00 MiB, the device's largest page; 2.00 GiB asked)"
+        ));
+        assert!(
+            super::pool_line_on(&report, Some(4 << 30)).starts_with("exclusive (up to 2.00 GiB)")
+        );
+        assert!(pool_line(&report).starts_with("exclusive (up to 2.00 GiB)"));
     }
 
     /// Binary units, two decimals, plain bytes below 1 KiB.

@@ -1,8 +1,8 @@
 //! A human-readable summary of a [`MemoryReport`].
 
 use super::DeviceMemory;
-pub use crate::memory_management::pool_line;
 use crate::memory_management::{MemoryPoolsReport, MemoryReport, format_bytes};
+pub use crate::memory_management::{pool_line, pool_line_on};
 use core::fmt;
 
 /// Displays a [`MemoryReport`]: one line of totals, the budget when one is given
@@ -21,6 +21,7 @@ pub struct MemorySummary<'a> {
     report: &'a MemoryReport,
     budget: Option<BudgetUse>,
     device: Option<DeviceMemory>,
+    largest_page: Option<u64>,
 }
 
 impl<'a> MemorySummary<'a> {
@@ -30,7 +31,15 @@ impl<'a> MemorySummary<'a> {
             report,
             budget: None,
             device: None,
+            largest_page: None,
         }
+    }
+
+    /// Adds the device's largest page, in bytes (`Client::largest_page`): a pool whose
+    /// cap is above it is shown clamped, with the value in force and the one asked.
+    pub fn with_largest_page(mut self, largest_page: u64) -> Self {
+        self.largest_page = Some(largest_page);
+        self
     }
 
     /// Adds the budget line: the budget (or "none"), what is held against it and what is
@@ -104,7 +113,12 @@ impl fmt::Display for BudgetUse {
     }
 }
 
-fn write_pools(f: &mut fmt::Formatter<'_>, title: &str, pools: &MemoryPoolsReport) -> fmt::Result {
+fn write_pools(
+    f: &mut fmt::Formatter<'_>,
+    title: &str,
+    pools: &MemoryPoolsReport,
+    largest_page: Option<u64>,
+) -> fmt::Result {
     writeln!(f, "  {title}:")?;
     let named = pools
         .dynamic
@@ -118,7 +132,7 @@ fn write_pools(f: &mut fmt::Formatter<'_>, title: &str, pools: &MemoryPoolsRepor
     let mut shown = 0;
     for (name, pool) in named {
         if pool.pages_peak > 0 {
-            writeln!(f, "    {name}: {}", pool_line(pool))?;
+            writeln!(f, "    {name}: {}", pool_line_on(pool, largest_page))?;
             shown += 1;
         }
     }
@@ -150,9 +164,11 @@ impl fmt::Display for MemorySummary<'_> {
             writeln!(f, "{device}")?;
         }
         for stream in &self.report.streams {
-            write_pools(f, "main pools", &stream.pools)?;
+            write_pools(f, "main pools", &stream.pools, self.largest_page)?;
             for auxiliary in &stream.auxiliary {
-                write_pools(f, &auxiliary.name, &auxiliary.pools)?;
+                // The staging memories' pages are not storage bindings: their largest page
+                // is another limit, and their pools take no cap from a configuration.
+                write_pools(f, &auxiliary.name, &auxiliary.pools, None)?;
             }
         }
         Ok(())

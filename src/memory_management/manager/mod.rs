@@ -587,7 +587,11 @@ impl<S: ComputeStorage> core::fmt::Display for MemoryManagement<S> {
                 ("dedicated".to_string(), &report.dedicated),
             ]);
         for (name, pool) in pools {
-            writeln!(f, "  {name}: {}", super::pool_line(pool))?;
+            writeln!(
+                f,
+                "  {name}: {}",
+                super::pool_line_on(pool, Some(self.largest_page))
+            )?;
         }
         Ok(())
     }
