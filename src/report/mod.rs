@@ -34,6 +34,8 @@ mod snapshot_error;
 mod summary;
 mod time_axis;
 mod timeline;
+#[cfg(test)]
+mod timeline_tests;
 mod top_labels;
 
 pub use device::DeviceMemory;
@@ -60,7 +62,7 @@ pub use snapshot::{
     SnapshotTotals,
 };
 pub use snapshot_error::SnapshotCheckError;
-pub use summary::{BudgetUse, MemorySummary, pool_line, pool_line_on};
+pub use summary::{BudgetUse, MemorySummary, PEAK_HELD, pool_line, pool_line_on};
 pub use time_axis::{AxisBreak, BREAK_SHARE, QUIET_FACTOR, QUIET_SHARE, TimeAxis};
 pub use timeline::{MARKED_KINDS, Timeline, TimelineMarker, TimelineSample};
 pub use top_labels::{OTHER_LABELS, TopLabels};
