@@ -166,3 +166,75 @@ fn markers_in_one_column_are_merged() {
             .any(|m| m.kind == EventKind::OutOfMemory)
     );
 }
+
+/// A window draws only its part of the history: the first sample at its start with the
+/// levels the events before it left, no marker or peak outside it, its end the last
+/// sample.
+#[test]
+fn a_window_keeps_only_its_moments_with_the_levels_before_it() {
+    let snap = snapshot(
+        vec![
+            event(10, EventKind::PageMade, 1024, "a"),
+            event(20, EventKind::Reserve, 100, "a"),
+            event(30, EventKind::Reserve, 600, "b"),
+            event(40, EventKind::Free, 600, "b"),
+            event(50, EventKind::Reserve, 200, "c"),
+            event(60, EventKind::Free, 200, "c"),
+        ],
+        vec![live(0, 100, "a")],
+    );
+    let labels = TopLabels::from_snapshot(&snap, 8, None);
+    assert_eq!(Timeline::span_of(&snap), (10, 1_000));
+    let timeline = Timeline::from_snapshot_window(&snap, &labels, 100, Some((45, 55)));
+    assert_eq!((timeline.start_us, timeline.end_us), (45, 55));
+    let first = &timeline.samples[0];
+    assert_eq!(first.time_us, 45);
+    assert_eq!(first.total_in_use(), 100, "a's 100 bytes, b freed before");
+    assert_eq!(first.reserved, 1024, "the page made before the window");
+    assert!(
+        timeline
+            .samples
+            .iter()
+            .all(|s| (45..=55).contains(&s.time_us))
+    );
+    assert_eq!(timeline.samples.last().unwrap().time_us, 55);
+    // b's 700-byte peak lies before the window: the window's own peak is a and c.
+    assert_eq!((timeline.peak_in_use, timeline.peak_in_use_us), (300, 50));
+    assert!(
+        timeline.markers.is_empty(),
+        "the page was made before the window"
+    );
+    // A window past the history is clamped into it.
+    let late = Timeline::from_snapshot_window(&snap, &labels, 100, Some((5_000, 6_000)));
+    assert!(late.start_us < late.end_us && late.end_us == 1_000);
+}
+
+/// Each band knows the pools whose pages it held: the main memory's used and empty
+/// pages, by the pool that made them.
+#[test]
+fn the_bands_name_the_pools_of_their_pages() {
+    let in_pool = |mut e: HistoryEvent, pool: &str, page: u64| {
+        e.pool = Some(pool.to_string());
+        e.page = Some(page);
+        e
+    };
+    let snap = snapshot(
+        vec![
+            in_pool(event(10, EventKind::PageMade, 2048, "x"), "adaptive", 7),
+            in_pool(event(20, EventKind::Reserve, 100, "x"), "adaptive", 7),
+            in_pool(event(30, EventKind::Free, 100, "x"), "adaptive", 7),
+            in_pool(event(40, EventKind::PageReleased, 2048, "x"), "adaptive", 7),
+        ],
+        vec![live(0, 100, "a")],
+    );
+    let labels = TopLabels::from_snapshot(&snap, 8, None);
+    let timeline = Timeline::from_snapshot(&snap, &labels, 100);
+    // Stacked order: in use, free inside used pages, empty main pages, ...
+    assert_eq!(timeline.band_pools[1], ["adaptive", "sliced"]);
+    assert_eq!(timeline.band_pools[2], ["adaptive"]);
+    assert!(timeline.band_pools[3..].iter().all(Vec::is_empty));
+    // A window after the adaptive page was given back sees only the sliced pool.
+    let late = Timeline::from_snapshot_window(&snap, &labels, 100, Some((50, 100)));
+    assert_eq!(late.band_pools[1], ["sliced"]);
+    assert!(late.band_pools[2].is_empty());
+}
