@@ -226,6 +226,7 @@ pub(super) fn layers_snapshot() -> MemorySnapshot {
         history,
         history_dropped: 0,
         started_unix_us: None,
+        budget: None,
         report: MemoryReport { streams: vec![] },
     }
 }

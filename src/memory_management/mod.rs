@@ -66,4 +66,4 @@ pub use pools_config::{
     MemorySize, PoolLayout, load_memory_config, load_memory_config_from, parse_memory_config,
 };
 pub use taint::Taint;
-pub use usage::{format_bytes, pool_line, pool_line_on};
+pub use usage::{format_bytes, pool_kind_text, pool_line, pool_line_on};

@@ -55,7 +55,25 @@ pub fn pool_line(pool: &MemoryPoolReport) -> String {
 /// exclusive pool's cap above it takes reservations only up to it, and is shown clamped,
 /// with the value in force and the one asked.
 pub fn pool_line_on(pool: &MemoryPoolReport, largest_page: Option<u64>) -> String {
-    let kind = match pool.kind {
+    let kind = pool_kind_text(&pool.kind, largest_page);
+    let usage = &pool.usage;
+    format!(
+        "{kind}: {} pages (peak {}), {} allocations, {} in use, {} padding, {} reserved, largest allocation {}",
+        pool.pages,
+        pool.pages_peak,
+        usage.number_allocs,
+        format_bytes(usage.bytes_in_use),
+        format_bytes(usage.bytes_padding),
+        format_bytes(usage.bytes_reserved),
+        format_bytes(pool.largest_alloc)
+    )
+}
+
+/// A pool's kind and shape for people, as [`pool_line_on`] starts: "sliced (512.00 KiB
+/// pages, slices up to 64.00 KiB)", "exclusive (up to 8.00 KiB)"; an exclusive cap above
+/// `largest_page` (bytes, when known) is shown clamped.
+pub fn pool_kind_text(kind: &MemoryPoolKind, largest_page: Option<u64>) -> String {
+    match *kind {
         MemoryPoolKind::Sliced {
             page_size,
             max_slice_size,
@@ -80,18 +98,7 @@ pub fn pool_line_on(pool: &MemoryPoolReport, largest_page: Option<u64>) -> Strin
         },
         MemoryPoolKind::Direct => "direct".to_string(),
         MemoryPoolKind::Persistent => "persistent".to_string(),
-    };
-    let usage = &pool.usage;
-    format!(
-        "{kind}: {} pages (peak {}), {} allocations, {} in use, {} padding, {} reserved, largest allocation {}",
-        pool.pages,
-        pool.pages_peak,
-        usage.number_allocs,
-        format_bytes(usage.bytes_in_use),
-        format_bytes(usage.bytes_padding),
-        format_bytes(usage.bytes_reserved),
-        format_bytes(pool.largest_alloc)
-    )
+    }
 }
 
 #[cfg(test)]

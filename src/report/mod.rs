@@ -52,7 +52,7 @@ pub use page_map::{
 pub use peak::peak_holders;
 pub use pytorch::{
     BASE_ADDRESS, DEFAULT_POOL_ID, PAGE_SPAN, PyTorchBlock, PyTorchFrame, PyTorchSegment,
-    PyTorchSnapshot, PyTorchTraceEntry, STREAM_SLOTS,
+    PyTorchSettings, PyTorchSnapshot, PyTorchTraceEntry, STREAM_SLOTS,
 };
 pub use reserved_bands::{ReservedBands, STAGING_MEMORY, UPLOAD_MEMORY};
 pub use rewind::RewindError;

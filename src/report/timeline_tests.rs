@@ -40,6 +40,7 @@ fn snapshot(history: Vec<HistoryEvent>, slices: Vec<SliceSnapshot>) -> MemorySna
         history,
         history_dropped: 0,
         started_unix_us: None,
+        budget: None,
         report: MemoryReport { streams: vec![] },
     }
 }
