@@ -5,7 +5,6 @@
 //! cargo run --release --example own_device
 //! ```
 
-use wgpu_memory::report::MemorySummary;
 use wgpu_memory::{Client, Kernel};
 
 const DOUBLE: &str = "
@@ -87,10 +86,7 @@ pub fn run(device: wgpu::Device, queue: wgpu::Queue) -> Result<Client, Box<dyn s
     client.queue().submit([encoder.finish()]);
     // Reads through the client see what the app's own pass wrote (one queue orders them).
     check(&client.read_blocking(&input)?, &[4.0, 8.0, 12.0, 16.0])?;
-    print!(
-        "{}",
-        MemorySummary::new(&client.memory_report()).with_budget(client.budget())
-    );
+    print!("{}", client.memory_summary());
     Ok(client)
 }
 

@@ -745,8 +745,57 @@ fn toml_errors_for_syntax_and_wrong_types() {
 #[test]
 fn files_without_memory_or_pools_give_none() {
     assert_eq!(parse("").pools, None);
-    assert_eq!(parse("[other]\nkey = 1\n").pools, None);
+    assert_eq!(parse("[submit]\nmax_dispatches = 8\n").pools, None);
     assert_eq!(parse("[memory]\n").pools, None);
+}
+
+/// A misspelled table was accepted silently (its budget and history never applied),
+/// while a misspelled key is refused by name: a table the file does not have is refused
+/// too, naming the nearest known one.
+#[test]
+fn an_unknown_table_is_refused_naming_the_nearest_known_one() {
+    for (text, found, nearest) in [
+        ("[memroy]\nbudget = \"1 GiB\"\n", "memroy", "memory"),
+        ("[Memory]\nhistory = 8\n", "Memory", "memory"),
+        ("[memory_pools]\n", "memory_pools", "memory"),
+        ("[sumbit]\nmax_dispatches = 8\n", "sumbit", "submit"),
+    ] {
+        let error = parse_error(text);
+        match &error {
+            PoolConfigError::UnknownTable {
+                found: got,
+                nearest: Some(near),
+                misplaced_key: false,
+            } => assert_eq!((got.as_str(), *near), (found, nearest), "{text:?}"),
+            other => panic!("{text:?}: expected UnknownTable, got {other:?}"),
+        }
+        assert_message(
+            &error,
+            &[&format!("[{found}]"), &format!("did you mean [{nearest}]")],
+        );
+    }
+    // A misspelled key inside [memory] stays the key's error.
+    assert!(matches!(
+        parse_error("[memory.pool]\n"),
+        PoolConfigError::UnknownField { .. }
+    ));
+    // Far from every known table: refused, listing the known ones.
+    let error = parse_error("[other]\nkey = 1\n");
+    assert!(
+        matches!(error, PoolConfigError::UnknownTable { nearest: None, .. }),
+        "{error:?}"
+    );
+    assert_message(&error, &["[other]", "[memory]", "[submit]"]);
+    // A key of [memory] written above every table belongs under [memory].
+    let error = parse_error("budget = \"1 GiB\"\n[memory]\n");
+    assert_message(&error, &["`budget`", "[memory]"]);
+}
+
+/// The `[submit]` reader refuses the same tables, so either reader of the file says it.
+#[test]
+fn the_submit_reader_refuses_an_unknown_table_too() {
+    let error = wgpu_memory::client::parse_submit_policy("[memroy]\nbudget = 1\n").unwrap_err();
+    assert_message(&error, &["[memroy]", "did you mean [memory]"]);
 }
 
 /// A whole file: the `[memory]` table under its key.

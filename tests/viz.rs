@@ -100,6 +100,7 @@ fn snapshot() -> MemorySnapshot {
         ],
         history_dropped: 0,
         started_unix_us: None,
+        budget: None,
         report,
     }
 }

@@ -237,10 +237,7 @@ fn run(client: &Client, dims: Dims, options: Options) -> Result<bool, Box<dyn st
     } else {
         chain_live.extend([lhs, rhs, out]);
     }
-    print!(
-        "{}",
-        MemorySummary::new(&client.memory_report()).with_budget(client.budget())
-    );
+    print!("{}", client.memory_summary());
     if let Some(path) = options.snapshot {
         let snapshot = client.memory_snapshot();
         let (in_use, reserved) = peaks::peaks(&snapshot.history);

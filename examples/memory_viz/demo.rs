@@ -528,6 +528,7 @@ pub fn snapshot() -> MemorySnapshot {
         history: rec.history,
         history_dropped: 0,
         started_unix_us: None,
+        budget: None,
         report,
     }
 }

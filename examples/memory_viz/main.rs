@@ -1,7 +1,7 @@
 //! Pictures of a memory snapshot: where the memory went.
 //!
 //! ```sh
-//! cargo run --example memory_viz -- snapshot.json --out DIR [--top N] [--depth D] [--at T]
+//! cargo run --example memory_viz -- snapshot.json --out DIR [--top N] [--depth D] [--at T] [--from T] [--to T]
 //! cargo run --example memory_viz -- snapshot.json --pytorch OUT.pickle
 //! cargo run --example memory_viz -- --demo snapshot.json
 //! ```
@@ -19,7 +19,11 @@
 //! without pages are counted in their memory's heading, not drawn). Both are 880 px wide (a
 //! README column) and every slice, band and marker has a hover text (`<title>`).
 //! `--at T` draws the page map at moment T of the history (ms since the client started;
-//! `us`, `ms` or `s` may follow the number) instead of at the end. `--pytorch OUT.pickle`
+//! `us`, `ms` or `s` may follow the number) instead of at the end. `--from T` and `--to T`
+//! (the same units) draw the timeline over that part of the history only, at full width
+//! (the steady steps of a run after its warm-up, say): its levels start where the events
+//! before it left them, and its peaks, markers and pools are the window's; a window
+//! outside the history is refused. `--pytorch OUT.pickle`
 //! writes the snapshot in PyTorch's format, for `pytorch.org/memory_viz` (with or without
 //! `--out`). `--top N` names N labels (default 12:
 //! the largest, and each pool's largest) and draws the rest as "other". Labels are grouped by
@@ -39,16 +43,17 @@ mod peak_svg;
 mod style;
 mod svg;
 mod time_axis_svg;
+mod timeline_key;
 mod timeline_svg;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use wgpu_memory::report::{MemorySnapshot, TopLabels};
+use wgpu_memory::report::{MemorySnapshot, Timeline, TopLabels};
 
 /// The number of labels drawn one by one when `--top` is not given.
 const DEFAULT_TOP: usize = 12;
 
-const USAGE: &str = "usage: memory_viz SNAPSHOT.json [--out DIR] [--top N] [--depth D|all] [--at T[us|ms|s]] [--pytorch OUT.pickle]\n       memory_viz --demo OUT.json";
+const USAGE: &str = "usage: memory_viz SNAPSHOT.json [--out DIR] [--top N] [--depth D|all] [--at T[us|ms|s]] [--from T] [--to T] [--pytorch OUT.pickle]\n       memory_viz --demo OUT.json";
 
 /// How labels are grouped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,12 +77,22 @@ enum Command {
         depth: Depth,
         /// The moment of the page map, in µs (`None`: the end).
         at: Option<u64>,
+        /// The part of the history the timeline draws.
+        window: Window,
         /// Where the PyTorch pickle goes, if it is asked for.
         pytorch: Option<PathBuf>,
     },
     Demo {
         out: PathBuf,
     },
+}
+
+/// The part of the history a timeline draws (`--from`, `--to`), in µs since the client
+/// started; an end left out is the history's own.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Window {
+    from_us: Option<u64>,
+    to_us: Option<u64>,
 }
 
 /// A failure, with the exit status it maps to.
@@ -105,7 +120,7 @@ fn parse_time(value: &str) -> Option<u64> {
     (us.is_finite() && us >= 0.0 && us < u64::MAX as f64).then(|| us.round() as u64)
 }
 
-fn parse(args: &[String]) -> Result<Command, Failure> {
+fn parse_args(args: &[String]) -> Result<Command, Failure> {
     let usage = |why: &str| Failure::Input(format!("{why}\n{USAGE}"));
     let mut snapshot = None;
     let mut out = None;
@@ -114,6 +129,7 @@ fn parse(args: &[String]) -> Result<Command, Failure> {
     let mut demo = None;
     let mut at = None;
     let mut pytorch = None;
+    let mut window = Window::default();
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         match arg.as_str() {
@@ -136,6 +152,21 @@ fn parse(args: &[String]) -> Result<Command, Failure> {
                         "--at: {value:?} is not a time (ms, or with us/ms/s)"
                     ))
                 })?);
+            }
+            "--from" | "--to" => {
+                let value = iter
+                    .next()
+                    .ok_or_else(|| usage(&format!("{arg} needs a time")))?;
+                let time = parse_time(value).ok_or_else(|| {
+                    usage(&format!(
+                        "{arg}: {value:?} is not a time (ms, or with us/ms/s)"
+                    ))
+                })?;
+                if arg == "--from" {
+                    window.from_us = Some(time);
+                } else {
+                    window.to_us = Some(time);
+                }
             }
             "--top" => {
                 let value = iter.next().ok_or_else(|| usage("--top needs a number"))?;
@@ -167,6 +198,13 @@ fn parse(args: &[String]) -> Result<Command, Failure> {
             other => return Err(usage(&format!("unexpected argument {other:?}"))),
         }
     }
+    if let (Some(from), Some(to)) = (window.from_us, window.to_us)
+        && from >= to
+    {
+        return Err(usage(&format!(
+            "--from ({from} us) must come before --to ({to} us)"
+        )));
+    }
     match (demo, snapshot, out) {
         (Some(demo), None, None) => Ok(Command::Demo {
             out: PathBuf::from(demo),
@@ -180,6 +218,7 @@ fn parse(args: &[String]) -> Result<Command, Failure> {
             top,
             depth,
             at,
+            window,
             pytorch,
         }),
         _ => Err(usage(
@@ -205,6 +244,7 @@ fn draw(
     top: usize,
     depth: Depth,
     at: Option<u64>,
+    window: Window,
 ) -> Result<[PathBuf; 2], Failure> {
     let depth = match depth {
         Depth::Fitting => TopLabels::fitting_depth(snapshot, top),
@@ -212,7 +252,7 @@ fn draw(
         Depth::Scopes(scopes) => Some(scopes),
     };
     let labels = TopLabels::from_snapshot(snapshot, top, depth);
-    let timeline = timeline_svg::render(snapshot, &labels);
+    let timeline = timeline_svg::render(snapshot, &labels, window_of(snapshot, window)?);
     let pages = match at {
         Some(time_us) => {
             let then = snapshot
@@ -231,8 +271,51 @@ fn draw(
     Ok(paths)
 }
 
+/// The timeline's window for `window`, checked against the history of `snapshot`:
+/// `None` for the whole history.
+///
+/// # Errors
+/// [`Failure::Input`] for a window on a snapshot without history events, or one that
+/// lies outside the history.
+fn window_of(snapshot: &MemorySnapshot, window: Window) -> Result<Option<(u64, u64)>, Failure> {
+    if window == Window::default() {
+        return Ok(None);
+    }
+    if snapshot.history.is_empty() {
+        return Err(Failure::Input(
+            "--from/--to: the snapshot holds no history events to draw a window of".to_string(),
+        ));
+    }
+    let (start, end) = Timeline::span_of(snapshot);
+    let ms = |us: u64| format!("{:.1} ms", us as f64 / 1000.0);
+    let from = window.from_us.unwrap_or(start);
+    let to = window.to_us.unwrap_or(end);
+    if from >= end {
+        return Err(Failure::Input(format!(
+            "--from {} is past the history's end ({})",
+            ms(from),
+            ms(end)
+        )));
+    }
+    if to <= start {
+        return Err(Failure::Input(format!(
+            "--to {} is before the history's start ({})",
+            ms(to),
+            ms(start)
+        )));
+    }
+    if from >= to {
+        return Err(Failure::Input(format!(
+            "--from {} must come before --to {}",
+            ms(from),
+            ms(to)
+        )));
+    }
+    Ok(Some((from.max(start), to.min(end))))
+}
+
 fn run(args: &[String]) -> Result<(), Failure> {
-    match parse(args)? {
+    match parse_args(args)? {
         Command::Demo { out } => {
             let json = demo::snapshot()
                 .to_json()
@@ -247,6 +330,7 @@ fn run(args: &[String]) -> Result<(), Failure> {
             top,
             depth,
             at,
+            window,
             pytorch,
         } => {
             let snap = read_snapshot(&snapshot)?;
@@ -257,7 +341,7 @@ fn run(args: &[String]) -> Result<(), Failure> {
                 );
             }
             if let Some(out) = out {
-                for path in draw(&snap, &out, top, depth, at)? {
+                for path in draw(&snap, &out, top, depth, at, window)? {
                     println!("wrote {}", path.display());
                 }
             }
@@ -291,3 +375,5 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timeline_tests;

@@ -13,32 +13,35 @@ use wgpu_memory::report::{
 /// The SVGs must stay small enough to commit and open.
 const MAX_SVG_BYTES: usize = 2 * 1024 * 1024;
 
-fn parse(svg: &str) -> Document<'_> {
+pub(super) fn parse(svg: &str) -> Document<'_> {
     Document::parse(svg).expect("the SVG parses as XML")
 }
 
-fn number(node: Node<'_, '_>, name: &str) -> f64 {
+pub(super) fn number(node: Node<'_, '_>, name: &str) -> f64 {
     node.attribute(name)
         .unwrap_or_else(|| panic!("<{}> without {name}", node.tag_name().name()))
         .parse()
         .unwrap()
 }
 
-fn with_class<'a, 'input>(doc: &'a Document<'input>, class: &str) -> Vec<Node<'a, 'input>> {
+pub(super) fn with_class<'a, 'input>(
+    doc: &'a Document<'input>,
+    class: &str,
+) -> Vec<Node<'a, 'input>> {
     doc.descendants()
         .filter(|n| n.attribute("class") == Some(class))
         .collect()
 }
 
 /// The `<title>` text of an element (its own child).
-fn title_of(node: Node<'_, '_>) -> Option<String> {
+pub(super) fn title_of(node: Node<'_, '_>) -> Option<String> {
     node.children()
         .find(|c| c.has_tag_name("title"))
         .and_then(|t| t.text())
         .map(str::to_string)
 }
 
-fn text_of(node: Node<'_, '_>) -> String {
+pub(super) fn text_of(node: Node<'_, '_>) -> String {
     node.descendants()
         .filter(|n| n.is_text())
         .filter_map(|n| n.text())
@@ -88,15 +91,15 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-fn pictures(snapshot: &MemorySnapshot, depth: Option<usize>) -> (String, String) {
+pub(super) fn pictures(snapshot: &MemorySnapshot, depth: Option<usize>) -> (String, String) {
     let labels = TopLabels::from_snapshot(snapshot, DEFAULT_TOP, depth);
     (
-        timeline_svg::render(snapshot, &labels),
+        timeline_svg::render(snapshot, &labels, None),
         pages_svg::render(snapshot, &labels, None),
     )
 }
 
-fn demo_pictures() -> (String, String) {
+pub(super) fn demo_pictures() -> (String, String) {
     let snapshot = demo::snapshot();
     let depth = TopLabels::fitting_depth(&snapshot, DEFAULT_TOP);
     pictures(&snapshot, depth)
@@ -104,9 +107,9 @@ fn demo_pictures() -> (String, String) {
 
 // ---- a small snapshot of known contents -------------------------------------------------
 
-const PAGE: u64 = 1 << 20;
+pub(super) const PAGE: u64 = 1 << 20;
 
-fn event(time_us: u64, kind: EventKind, bytes: u64, page: u64) -> HistoryEvent {
+pub(super) fn event(time_us: u64, kind: EventKind, bytes: u64, page: u64) -> HistoryEvent {
     HistoryEvent {
         memory: Some("main".to_string()),
         pool: Some("sliced 1 MiB".to_string()),
@@ -115,7 +118,14 @@ fn event(time_us: u64, kind: EventKind, bytes: u64, page: u64) -> HistoryEvent {
     }
 }
 
-fn reserve(time_us: u64, bytes: u64, page: u64, offset: u64, id: u64, label: &str) -> HistoryEvent {
+pub(super) fn reserve(
+    time_us: u64,
+    bytes: u64,
+    page: u64,
+    offset: u64,
+    id: u64,
+    label: &str,
+) -> HistoryEvent {
     HistoryEvent {
         offset: Some(offset),
         id: Some(id),
@@ -124,14 +134,21 @@ fn reserve(time_us: u64, bytes: u64, page: u64, offset: u64, id: u64, label: &st
     }
 }
 
-fn free(time_us: u64, bytes: u64, page: u64, offset: u64, id: u64, label: &str) -> HistoryEvent {
+pub(super) fn free(
+    time_us: u64,
+    bytes: u64,
+    page: u64,
+    offset: u64,
+    id: u64,
+    label: &str,
+) -> HistoryEvent {
     HistoryEvent {
         kind: EventKind::Free,
         ..reserve(time_us, bytes, page, offset, id, label)
     }
 }
 
-fn slice(offset: u64, size: u64, id: u64, label: &str, age_us: u64) -> SliceSnapshot {
+pub(super) fn slice(offset: u64, size: u64, id: u64, label: &str, age_us: u64) -> SliceSnapshot {
     SliceSnapshot {
         id: Some(id),
         age_us: Some(age_us),
@@ -144,7 +161,7 @@ fn slice(offset: u64, size: u64, id: u64, label: &str, age_us: u64) -> SliceSnap
 /// activations are freed at 6 ms, page 1 is given back at 7 ms and made again at 7.01 ms,
 /// and layer 1's activations (50 KiB) are reserved at 8 ms. Taken at 10 ms. Layer 0's
 /// weights carry a backtrace.
-fn layers_snapshot() -> MemorySnapshot {
+pub(super) fn layers_snapshot() -> MemorySnapshot {
     const K: u64 = 1024;
     let mut history = vec![
         event(1_000, EventKind::PageMade, PAGE, 0),
@@ -209,6 +226,7 @@ fn layers_snapshot() -> MemorySnapshot {
         history,
         history_dropped: 0,
         started_unix_us: None,
+        budget: None,
         report: MemoryReport { streams: vec![] },
     }
 }
@@ -362,7 +380,7 @@ fn times_parse_in_ms_by_default() {
 // ---- item 1: the peak, the bands, the markers -------------------------------------------
 
 /// The plot's left x, width and time span, from the plot rect.
-fn plot(doc: &Document<'_>) -> (f64, f64, u64, u64, f64) {
+pub(super) fn plot(doc: &Document<'_>) -> (f64, f64, u64, u64, f64) {
     let rect = with_class(doc, "plot")[0];
     let int = |name: &str| rect.attribute(name).unwrap().parse::<u64>().unwrap();
     (
@@ -1019,7 +1037,7 @@ fn idle_staging_is_hatched_like_empty_main_pages() {
 /// wall-clock axis the work would get 2 % of the width; the quiet stretches are drawn
 /// short instead, so the work gets most of it, the ticks still read real times in order,
 /// and each quiet stretch is marked with its real length.
-fn warm_up_burst_and_idle_tail() -> MemorySnapshot {
+pub(super) fn warm_up_burst_and_idle_tail() -> MemorySnapshot {
     let mut snapshot = layers_snapshot();
     let mut history = vec![event(100, EventKind::PageMade, PAGE, 0)];
     for i in 0..50u64 {

@@ -5,7 +5,7 @@
 //! on the reserved line, which shows the least and the most reserved of every column.
 
 use crate::axis;
-use crate::legend::{self, DOWN, Entry, Swatch, UP};
+use crate::legend::{DOWN, UP};
 use crate::peak_svg;
 use crate::style::{self, BODY_SIZE, INK, MUTED, SMALL_SIZE, TITLE_SIZE, counted};
 use crate::svg::{Anchor, Fill, Svg, Weight};
@@ -38,6 +38,8 @@ pub struct Layer {
     /// Its bytes after each sample's column: what holds until the next sample.
     pub ends: Vec<u64>,
     pub class: &'static str,
+    /// The pools whose pages a band held (empty for a label's series).
+    pub pools: Vec<String>,
 }
 
 /// Maps times and bytes to pixels.
@@ -85,8 +87,10 @@ fn layers(timeline: &Timeline) -> Vec<Layer> {
                 .map(|s| s.in_use_end[series])
                 .collect(),
             class: "series",
+            pools: Vec::new(),
         })
         .collect();
+    // Each band with its index in `ReservedBands::stacked` order (1..=7; 0 is in use).
     let bands: [(Fill, BandValue, &str); 7] = [
         (
             Fill::Solid(style::FREE),
@@ -128,7 +132,7 @@ fn layers(timeline: &Timeline) -> Vec<Layer> {
             "pages of other memories",
         ),
     ];
-    for (fill, value, name) in bands {
+    for (band, (fill, value, name)) in bands.into_iter().enumerate() {
         let values: Vec<u64> = timeline.samples.iter().map(|s| value(&s.bands)).collect();
         let ends: Vec<u64> = timeline
             .samples
@@ -142,17 +146,19 @@ fn layers(timeline: &Timeline) -> Vec<Layer> {
                 values,
                 ends,
                 class: "band",
+                pools: timeline.band_pools[band + 1].clone(),
             });
         }
     }
     layers
 }
 
-/// Draws the timeline of `snapshot` with the series of `labels`; returns the SVG text.
-pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> String {
-    let timeline = Timeline::from_snapshot(snapshot, labels, COLUMNS as usize);
+/// Draws the timeline of `snapshot` with the series of `labels`, over `window` (µs since
+/// the client started, within the history) when given; returns the SVG text.
+pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels, window: Option<(u64, u64)>) -> String {
+    let timeline = Timeline::from_snapshot_window(snapshot, labels, COLUMNS as usize, window);
     let mut svg = Svg::new(WIDTH, 0.0);
-    let mut y = draw_title(&mut svg, snapshot, &timeline);
+    let mut y = draw_title(&mut svg, snapshot, &timeline, window.is_some());
     let top = y + PEAK_ROOM;
     let peak = timeline.peak_in_use.max(timeline.peak_reserved).max(1);
     let scale = Scale {
@@ -176,13 +182,13 @@ pub fn render(snapshot: &MemorySnapshot, labels: &TopLabels) -> String {
     peak_svg::draw_peak(&mut svg, &scale, &timeline);
     y = top + PLOT_HEIGHT + 40.0;
     y = peak_svg::draw_holders(&mut svg, &timeline, &layers, y);
-    y = draw_legend(&mut svg, &timeline, &layers, y + 8.0);
+    y = crate::timeline_key::draw_legend(&mut svg, &timeline, &layers, y + 8.0);
     svg.set_height(y + MARGIN);
     svg.finish()
 }
 
 /// The title and notes; returns the y below them.
-fn draw_title(svg: &mut Svg, snapshot: &MemorySnapshot, timeline: &Timeline) -> f64 {
+fn draw_title(svg: &mut Svg, snapshot: &MemorySnapshot, timeline: &Timeline, window: bool) -> f64 {
     svg.text(
         (MARGIN, 18.0),
         TITLE_SIZE,
@@ -199,6 +205,7 @@ fn draw_title(svg: &mut Svg, snapshot: &MemorySnapshot, timeline: &Timeline) -> 
          The black line is reserved (every page of every memory); where it is vertical, it spans the least \
          and the most reserved of that pixel."
             .to_string(),
+        PEAK_RESERVED.to_string(),
     ];
     let mut counts = format!(
         "{} events · peak in use {} at {} · peak reserved {}",
@@ -207,6 +214,16 @@ fn draw_title(svg: &mut Svg, snapshot: &MemorySnapshot, timeline: &Timeline) -> 
         ms(timeline.peak_in_use_us),
         format_bytes(timeline.peak_reserved),
     );
+    if window {
+        let (start, end) = Timeline::span_of(snapshot);
+        counts.push_str(&format!(
+            " · window {} to {} of the history's {} to {}",
+            ms(timeline.start_us),
+            ms(timeline.end_us),
+            ms(start),
+            ms(end)
+        ));
+    }
     if snapshot.history_dropped > 0 {
         counts.push_str(&format!(
             " · {} older events dropped: the levels before the first come from the live slices",
@@ -234,6 +251,12 @@ fn draw_title(svg: &mut Svg, snapshot: &MemorySnapshot, timeline: &Timeline) -> 
     }
     y
 }
+
+/// What the title's "peak reserved" counts, and why a memory summary's "peak held" of the
+/// same run can be larger.
+pub const PEAK_RESERVED: &str = "Peak reserved: the most bytes of pages of every memory at the events drawn. \
+     A memory summary's \"peak held\" (the budget's) counts since the client started and keeps \
+     given-back pages until the device is done with them, so it can be larger.";
 
 /// What a snapshot with no events says across its plot: history was off, and how to turn
 /// it on (the text the tests look for is "history was off" and both ways).
@@ -510,77 +533,4 @@ fn draw_page_markers(svg: &mut Svg, scale: &Scale, timeline: &Timeline) {
             Some(&title),
         );
     }
-}
-
-/// The legend: the series (with each one's own peak), the bands, the line and the markers
-/// that occur; returns the y below.
-fn draw_legend(svg: &mut Svg, timeline: &Timeline, layers: &[Layer], y: f64) -> f64 {
-    let mut entries: Vec<Entry> = layers
-        .iter()
-        .map(|layer| {
-            let peak = layer.values.iter().copied().max().unwrap_or(0);
-            let text = match layer.class {
-                "series" => format!("{} · own peak {}", layer.name, style::bytes(peak)),
-                _ => layer.name.clone(),
-            };
-            Entry {
-                swatch: Swatch::Fill(layer.fill),
-                text,
-                title: Some(format!("{}: up to {peak} bytes", layer.name)),
-            }
-        })
-        .collect();
-    entries.push(Entry::new(
-        Swatch::Line(style::RESERVED),
-        format!("reserved (peak {})", style::bytes(timeline.peak_reserved)),
-    ));
-    let total = |kind: EventKind| -> (u64, u64) {
-        timeline
-            .markers
-            .iter()
-            .filter(|m| m.kind == kind)
-            .fold((0, 0), |(n, b), m| (n + u64::from(m.count), b + m.bytes))
-    };
-    let kinds = [
-        (EventKind::PageMade, Swatch::Up(style::PAGE_MADE)),
-        (EventKind::PageReleased, Swatch::Down(style::PAGE_RELEASED)),
-        (EventKind::Cleanup, Swatch::Dashed(style::CLEANUP)),
-        (EventKind::OutOfMemory, Swatch::Line(style::OUT_OF_MEMORY)),
-    ];
-    for (kind, swatch) in kinds {
-        let (n, bytes) = total(kind);
-        if n == 0 {
-            continue;
-        }
-        let bytes = style::bytes(bytes);
-        let text = match kind {
-            EventKind::PageMade => format!("{} made ({bytes})", counted(n, "page", "pages")),
-            EventKind::PageReleased => {
-                format!("{} given back ({bytes})", counted(n, "page", "pages"))
-            }
-            EventKind::Cleanup => {
-                format!("{} ({bytes} released)", counted(n, "cleanup", "cleanups"))
-            }
-            _ => format!(
-                "{} ({bytes} asked)",
-                counted(n, "out-of-memory failure", "out-of-memory failures")
-            ),
-        };
-        entries.push(Entry::new(swatch, text));
-    }
-    svg.text(
-        (MARGIN, y),
-        BODY_SIZE,
-        Weight::Bold,
-        Anchor::Start,
-        INK,
-        "Key",
-        "",
-    );
-    legend::draw_flow(
-        svg,
-        &entries,
-        (MARGIN, y + legend::ROW),
-        WIDTH - 2.0 * MARGIN,
-    )
 }

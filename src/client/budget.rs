@@ -34,6 +34,10 @@ impl Client {
     /// [`ClientError::Config`] naming the field `budget`:
     /// [`PoolConfigError::BadSize`]
     /// for 0 bytes;
+    /// [`PoolConfigError::BudgetBelowSmallestPage`] for a budget below the smallest page
+    /// the main memory's pools make (it names the page: with the default layout the
+    /// small pool's first page, 128 KiB), since every reservation would need a page it
+    /// refuses;
     /// [`PoolConfigError::BudgetBelowHeld`]
     /// when the memories hold more than `budget` even after every free page was given
     /// back (the budget in force stays). Either way nothing changes.

@@ -1,6 +1,6 @@
 //! The `[submit]` table of `wgpu-memory.toml`: when recorded work is submitted.
 
-use crate::memory_management::{MemorySize, PoolConfigError};
+use crate::memory_management::{MemorySize, PoolConfigError, check_file_tables};
 use crate::server::SubmitPolicy;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -32,7 +32,9 @@ struct File {
 /// # Errors
 /// [`PoolConfigError::Io`] when the named file cannot be read;
 /// [`PoolConfigError::Toml`] when the file is not TOML, or the `[submit]` table has an
-/// unknown key or a value of the wrong type (the message names it).
+/// unknown key or a value of the wrong type (the message names it);
+/// [`PoolConfigError::UnknownTable`] for a top-level table other than `[memory]` and
+/// `[submit]` (a misspelled `[sumbit]` names `[submit]`).
 pub fn load_submit_policy() -> Result<SubmitPolicy, PoolConfigError> {
     let Some(path) = config_path() else {
         return Ok(SubmitPolicy::default());
@@ -49,7 +51,11 @@ pub fn load_submit_policy() -> Result<SubmitPolicy, PoolConfigError> {
 /// # Errors
 /// As [`load_submit_policy`], but for [`PoolConfigError::Io`].
 pub fn parse_submit_policy(text: &str) -> Result<SubmitPolicy, PoolConfigError> {
-    let file: File = toml::from_str(text).map_err(|error| PoolConfigError::Toml {
+    let table: toml::Table = toml::from_str(text).map_err(|error| PoolConfigError::Toml {
+        message: error.to_string(),
+    })?;
+    check_file_tables(&table)?;
+    let file: File = table.try_into().map_err(|error| PoolConfigError::Toml {
         message: format!("[submit]: {error}"),
     })?;
     let table = file.submit.unwrap_or_default();

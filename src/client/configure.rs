@@ -3,14 +3,16 @@
 //! ([`Client::with_config`], [`Client::apply_config`]).
 //!
 //! [`Client::new`] applies no configuration; when a configuration file is present it says
-//! so with a `tracing` warning, so a budget or history written in the file is never
-//! ignored without a word (issue 24, item 6).
+//! so, once per process on stderr and each time with a `tracing` warning, so a budget or
+//! history written in the file is never ignored without a word.
 
 use super::config::{config_path, load_submit_policy};
 use super::{Client, ClientError};
 use crate::memory_management::{MemoryConfig, MemoryConfiguration, PoolLayout, load_memory_config};
 use crate::storage::wgpu_storage::limits::storage_memory_properties;
+use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 impl Client {
     /// Opens the default adapter (a discrete GPU when there is one, then any other,
@@ -117,7 +119,8 @@ impl Client {
     /// ([`ClientError::Config`] when they are invalid for this device,
     /// [`ClientError::Install`] while live handles remain), then as
     /// [`set_budget`](Self::set_budget) for `budget` ([`ClientError::Config`] naming the
-    /// field `budget` when the memories hold more than it even after a cleanup). On an
+    /// field `budget` when it is below the smallest page the main memory's pools make, or
+    /// when the memories hold more than it even after a cleanup). On an
     /// error the steps before it stay applied and the later ones are not made; retrying
     /// after the cause is gone applies the rest.
     pub fn apply_config(&self, config: &MemoryConfig) -> Result<(), ClientError> {
@@ -162,11 +165,23 @@ impl Client {
     }
 }
 
+/// Whether this process has printed the stderr line of [`warn_if_config_unapplied`].
+static SAID_ON_STDERR: AtomicBool = AtomicBool::new(false);
+
 /// Warns, naming the file, when the process has a configuration file that `constructor`
-/// (a constructor that applies none) leaves unapplied.
+/// (a constructor that applies none) leaves unapplied: a `tracing` warning each time,
+/// and one line on stderr the first time in the process (without a `tracing`
+/// subscriber the warning alone is invisible, and the file's budget and history would
+/// silently not apply).
 pub(super) fn warn_if_config_unapplied(constructor: &str) {
     if let Some(path) = config_path() {
         warn_unapplied(&path, constructor);
+        let _ = say_unapplied_once(
+            &path,
+            constructor,
+            &mut std::io::stderr().lock(),
+            &SAID_ON_STDERR,
+        );
     }
 }
 
@@ -175,11 +190,40 @@ fn warn_unapplied(path: &Path, constructor: &str) {
     tracing::warn!(
         path = %path.display(),
         constructor,
-        "a wgpu-memory configuration file is present but {constructor} applies none of it \
-         (no pools, budget, history or submit policy from it): make the client with \
-         Client::with_config_file(device, queue) to apply it, or Client::with_config / \
-         Client::apply_config with a MemoryConfig"
+        "{}",
+        unapplied_text(path, constructor)
     );
+}
+
+/// Writes [`unapplied_text`] as one line to `out` unless `said` says it was written
+/// already (then sets it); returns whether it wrote.
+fn say_unapplied_once(
+    path: &Path,
+    constructor: &str,
+    out: &mut dyn Write,
+    said: &AtomicBool,
+) -> bool {
+    if said.swap(true, Ordering::Relaxed) {
+        return false;
+    }
+    writeln!(
+        out,
+        "wgpu-memory: {} (said once per process)",
+        unapplied_text(path, constructor)
+    )
+    .is_ok()
+}
+
+/// What the warning says: the file, that `constructor` applies none of it, and how to
+/// apply it.
+fn unapplied_text(path: &Path, constructor: &str) -> String {
+    format!(
+        "the configuration file {} is present but {constructor} applies none of it (no \
+         pools, budget, history or submit policy from it): make the client with \
+         Client::with_config_file(device, queue) to apply it, or Client::with_config / \
+         Client::apply_config with a MemoryConfig",
+        path.display()
+    )
 }
 
 #[cfg(test)]
@@ -216,8 +260,8 @@ mod tests {
         }
     }
 
-    /// Issue 24, item 6: a config file beside a `Client::new` was ignored without a
-    /// word; the warning names the file and the way to apply it.
+    /// A config file beside a `Client::new` was ignored without a word; the warning
+    /// names the file and the way to apply it.
     #[test]
     fn an_unapplied_config_file_is_named_in_a_warning() {
         let warnings = Arc::new(Mutex::new(Vec::new()));
@@ -233,6 +277,31 @@ mod tests {
             "Client::with_config_file",
         ] {
             assert!(warnings[0].contains(part), "{warnings:?} lacks {part:?}");
+        }
+    }
+
+    /// The stderr line is written once per flag (once per process for the real one),
+    /// on one line, naming the file and the call that applies it.
+    #[test]
+    fn the_stderr_line_is_written_once() {
+        let said = AtomicBool::new(false);
+        let mut out = Vec::new();
+        let path = Path::new("/some/dir/wgpu-memory.toml");
+        assert!(say_unapplied_once(path, "Client::new", &mut out, &said));
+        assert!(!say_unapplied_once(
+            path,
+            "Client::with_layout",
+            &mut out,
+            &said
+        ));
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        for part in [
+            "/some/dir/wgpu-memory.toml",
+            "Client::new applies none",
+            "Client::with_config_file",
+        ] {
+            assert!(text.contains(part), "{text:?} lacks {part:?}");
         }
     }
 }

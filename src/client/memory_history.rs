@@ -145,7 +145,13 @@ impl Client {
                         .saturating_sub(usage.bytes_padding)
                 }
             };
-            self.record_out_of_memory(&mut server, &memory, requested, free_bytes, &error);
+            let refused = Refused {
+                memory: &memory,
+                bytes: requested,
+                free_bytes,
+                budget: refusal.as_ref(),
+            };
+            self.record_out_of_memory(&mut server, refused, &error);
             refusal
         };
         let snapshot = self.memory_snapshot();
@@ -180,18 +186,23 @@ impl Client {
         })
     }
 
-    /// Records an [`EventKind::OutOfMemory`] of `bytes` refused in `memory` for `error`,
-    /// with `free_bytes` still free to it, after the page events the failed reservation
-    /// left, when history is on (`server` is the locked server). A capped main pool that
-    /// is full names itself; the device or the budget refusing a page names no pool.
+    /// Records an [`EventKind::OutOfMemory`] of the reservation `refused` describes, for
+    /// `error`, after the page events the failed reservation left, when history is on
+    /// (`server` is the locked server). A capped main pool that is full names itself; the
+    /// device or the budget refusing a page names no pool. A budget's refusal records the
+    /// budget and what was held against it, so that the event's numbers add up.
     fn record_out_of_memory(
         &self,
         server: &mut Server,
-        memory: &str,
-        bytes: u64,
-        free_bytes: u64,
+        refused: Refused<'_>,
         error: &crate::memory_management::ReserveError,
     ) {
+        let Refused {
+            memory,
+            bytes,
+            free_bytes,
+            budget,
+        } = refused;
         let mut history = self.shared.history.lock();
         if !history.on() {
             return;
@@ -211,6 +222,11 @@ impl Client {
             event.memory = Some(memory.to_string());
             event.pool = pool;
             event.free_bytes = Some(free_bytes);
+            if let Some(budget) = budget {
+                event.budget = Some(budget.budget);
+                event.held_bytes = Some(budget.held.iter().map(|held| held.bytes).sum());
+                event.retiring_bytes = Some(budget.retiring);
+            }
         });
     }
 
@@ -393,6 +409,18 @@ impl Client {
     pub fn set_record_capacity(&self, capacity: usize) {
         self.shared.records.lock().set_capacity(capacity);
     }
+}
+
+/// A reservation out of room, as its out-of-memory event records it.
+struct Refused<'a> {
+    /// The memory that refused it.
+    memory: &'a str,
+    /// Bytes it asked for.
+    bytes: u64,
+    /// Bytes still free to that memory then (see [`HistoryEvent::free_bytes`]).
+    free_bytes: u64,
+    /// The budget's detail, when the budget refused it.
+    budget: Option<&'a BudgetDetail>,
 }
 
 /// JSON, or PyTorch's pickle for a `.pickle` / `.pkl` path (see `MemorySnapshot::write_to`).

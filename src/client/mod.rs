@@ -36,6 +36,7 @@ mod queue;
 mod reads;
 mod ring;
 mod submit;
+mod summary;
 
 pub use crate::report::{BudgetUse, DeviceMemory};
 pub use crate::server::{
@@ -160,7 +161,9 @@ impl Client {
     /// 128-256 MiB blocks (see [`DEVICE_MEMORY_BLOCK`] for what each hint costs).
     ///
     /// Applies no configuration file: when one is present (`WGPU_MEMORY_CONFIG`, or
-    /// `wgpu-memory.toml` in the working directory) a `tracing` warning names it. Use
+    /// `wgpu-memory.toml` in the working directory) one line on stderr names it and the
+    /// call that applies it (once per process), and a `tracing` warning says the same
+    /// each time. Use
     /// [`with_config_file`](Self::with_config_file) to apply it, or
     /// [`with_config`](Self::with_config) / [`apply_config`](Self::apply_config) with a
     /// [`MemoryConfig`](crate::memory_management::MemoryConfig).

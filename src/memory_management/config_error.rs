@@ -187,6 +187,23 @@ pub enum PoolConfigError {
         allowed: &'static [&'static str],
     },
 
+    /// A top-level table (or key) that a configuration file does not have: the file
+    /// holds only `[memory]` and `[submit]`. `nearest` is the known table the name is
+    /// close to (a misspelling such as `[memroy]`, or a key of that table written above
+    /// every table, `misplaced_key`), if any.
+    ///
+    /// Retrying does not help: fix the table's name, move the key under its table, or
+    /// keep another program's tables in a file of its own.
+    #[error("{}", unknown_table_text(found, *nearest, *misplaced_key))]
+    UnknownTable {
+        /// The table or key as written.
+        found: String,
+        /// The known table it is close to, if any.
+        nearest: Option<&'static str>,
+        /// Whether `found` is a key of `nearest` written outside it.
+        misplaced_key: bool,
+    },
+
     /// An entry lacks a field its type requires (`type` itself, `page_size` on a sliced
     /// entry, `max_alloc_size` on an exclusive entry).
     ///
@@ -302,6 +319,28 @@ pub enum PoolConfigError {
         held_by: Vec<(String, u64)>,
     },
 
+    /// A budget (`[memory] budget`, or `Client::set_budget`) below the smallest page the
+    /// main memory's pools make (`page_size`): every reservation would need a page the
+    /// budget refuses.
+    ///
+    /// Retrying does not help: give a budget of at least `page_size` bytes (uploads also
+    /// take pages of upload staging from it), or lay the memory out with smaller pages.
+    #[error(
+        "[memory]: `{field}` = {} is below the smallest page the main memory's pools make \
+         ({}): every reservation would need a page the budget refuses; give a budget of at \
+         least {page_size} bytes (uploads also take upload staging pages from it)",
+        show(*.budget),
+        show(*.page_size)
+    )]
+    BudgetBelowSmallestPage {
+        /// The field (`budget`).
+        field: &'static str,
+        /// The budget asked for, in bytes.
+        budget: u64,
+        /// The smallest page the main memory's pools make now, in bytes.
+        page_size: u64,
+    },
+
     /// A configuration file that could not be read.
     ///
     /// Retrying the same load only helps if the file is fixed meanwhile: create it, fix
@@ -342,6 +381,24 @@ fn place(entry: Option<usize>) -> String {
     match entry {
         Some(entry) => format!("memory.pools entry {entry}"),
         None => "[memory]".to_owned(),
+    }
+}
+
+/// The text of [`PoolConfigError::UnknownTable`].
+fn unknown_table_text(found: &str, nearest: Option<&str>, misplaced_key: bool) -> String {
+    const HOLDS: &str = "a wgpu-memory configuration file holds only [memory] and [submit]";
+    match nearest {
+        Some(table) if misplaced_key => format!(
+            "the configuration file has `{found}` above every table; it is a key of \
+             [{table}]: write it after a [{table}] line"
+        ),
+        Some(table) => format!(
+            "the configuration file has no table [{found}]; did you mean [{table}]? {HOLDS}"
+        ),
+        None => format!(
+            "the configuration file has no table [{found}]; {HOLDS} (keep another \
+             program's tables in a file of its own)"
+        ),
     }
 }
 

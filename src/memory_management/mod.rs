@@ -60,9 +60,10 @@ pub use page_events::{MAX_MEMORY_EVENTS, MemoryEvent};
 pub use page_map::{LiveSlice, PageSlices, PoolPages};
 pub use pending::{NothingPending, PendingRelease};
 pub(crate) use pool::page_map::page_id;
+pub(crate) use pools_config::check_file_tables;
 pub use pools_config::{
     HistoryConfig, MemoryConfig, MemoryPoolConfig, MemoryPoolsConfig, MemoryPoolsPreset,
     MemorySize, PoolLayout, load_memory_config, load_memory_config_from, parse_memory_config,
 };
 pub use taint::Taint;
-pub use usage::{format_bytes, pool_line};
+pub use usage::{format_bytes, pool_kind_text, pool_line, pool_line_on};

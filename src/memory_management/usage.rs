@@ -48,7 +48,32 @@ impl SliceSums {
 
 /// One line for one pool: its kind, pages now and at peak, and its usage.
 pub fn pool_line(pool: &MemoryPoolReport) -> String {
-    let kind = match pool.kind {
+    pool_line_on(pool, None)
+}
+
+/// [`pool_line`] for a device whose largest page is `largest_page` bytes, when known: an
+/// exclusive pool's cap above it takes reservations only up to it, and is shown clamped,
+/// with the value in force and the one asked.
+pub fn pool_line_on(pool: &MemoryPoolReport, largest_page: Option<u64>) -> String {
+    let kind = pool_kind_text(&pool.kind, largest_page);
+    let usage = &pool.usage;
+    format!(
+        "{kind}: {} pages (peak {}), {} allocations, {} in use, {} padding, {} reserved, largest allocation {}",
+        pool.pages,
+        pool.pages_peak,
+        usage.number_allocs,
+        format_bytes(usage.bytes_in_use),
+        format_bytes(usage.bytes_padding),
+        format_bytes(usage.bytes_reserved),
+        format_bytes(pool.largest_alloc)
+    )
+}
+
+/// A pool's kind and shape for people, as [`pool_line_on`] starts: "sliced (512.00 KiB
+/// pages, slices up to 64.00 KiB)", "exclusive (up to 8.00 KiB)"; an exclusive cap above
+/// `largest_page` (bytes, when known) is shown clamped.
+pub fn pool_kind_text(kind: &MemoryPoolKind, largest_page: Option<u64>) -> String {
+    match *kind {
         MemoryPoolKind::Sliced {
             page_size,
             max_slice_size,
@@ -63,23 +88,17 @@ pub fn pool_line(pool: &MemoryPoolReport) -> String {
         MemoryPoolKind::Adaptive { page_size, .. } => {
             format!("adaptive (pages up to {})", format_bytes(page_size))
         }
-        MemoryPoolKind::Exclusive { max_alloc_size } => {
-            format!("exclusive (up to {})", format_bytes(max_alloc_size))
-        }
+        MemoryPoolKind::Exclusive { max_alloc_size } => match largest_page {
+            Some(largest) if largest < max_alloc_size => format!(
+                "exclusive (up to {}, the device's largest page; {} asked)",
+                format_bytes(largest),
+                format_bytes(max_alloc_size)
+            ),
+            _ => format!("exclusive (up to {})", format_bytes(max_alloc_size)),
+        },
         MemoryPoolKind::Direct => "direct".to_string(),
         MemoryPoolKind::Persistent => "persistent".to_string(),
-    };
-    let usage = &pool.usage;
-    format!(
-        "{kind}: {} pages (peak {}), {} allocations, {} in use, {} padding, {} reserved, largest allocation {}",
-        pool.pages,
-        pool.pages_peak,
-        usage.number_allocs,
-        format_bytes(usage.bytes_in_use),
-        format_bytes(usage.bytes_padding),
-        format_bytes(usage.bytes_reserved),
-        format_bytes(pool.largest_alloc)
-    )
+    }
 }
 
 #[cfg(test)]
@@ -103,6 +122,29 @@ mod tests {
         };
         assert!(pool_line(&report(0)).starts_with("adaptive (no pages): 0 pages"));
         assert!(pool_line(&report(2 << 20)).starts_with("adaptive (pages up to 2.00 MiB)"));
+    }
+
+    /// An exclusive cap above the device's largest page is shown clamped, with the
+    /// value in force and the one asked; one within it, or with no limit known, as is.
+    #[test]
+    fn an_exclusive_cap_over_the_largest_page_is_shown_clamped() {
+        let report = MemoryPoolReport {
+            kind: MemoryPoolKind::Exclusive {
+                max_alloc_size: 2 << 30,
+            },
+            usage: MemoryUsage::default(),
+            pages: 0,
+            pages_peak: 1,
+            pages_unmapped: 0,
+            largest_alloc: 0,
+        };
+        assert!(super::pool_line_on(&report, Some(128 << 20)).starts_with(
+            "exclusive (up to 128.00 MiB, the device's largest page; 2.00 GiB asked)"
+        ));
+        assert!(
+            super::pool_line_on(&report, Some(4 << 30)).starts_with("exclusive (up to 2.00 GiB)")
+        );
+        assert!(pool_line(&report).starts_with("exclusive (up to 2.00 GiB)"));
     }
 
     /// Binary units, two decimals, plain bytes below 1 KiB.

@@ -137,6 +137,19 @@ pub struct HistoryEvent {
     /// through wgpu).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub free_bytes: Option<u64>,
+    /// For an [`EventKind::OutOfMemory`] the budget refused: the budget in force, in
+    /// bytes. With `held_bytes`, `retiring_bytes` and `free_bytes` it adds up:
+    /// `budget = held_bytes + retiring_bytes + free_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u64>,
+    /// For an [`EventKind::OutOfMemory`] the budget refused: bytes of the pages every
+    /// memory held then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_bytes: Option<u64>,
+    /// For an [`EventKind::OutOfMemory`] the budget refused: bytes of pages given back
+    /// that the device still used then (charged until it is done with them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retiring_bytes: Option<u64>,
 }
 
 impl HistoryEvent {
@@ -156,6 +169,9 @@ impl HistoryEvent {
             from_page: None,
             from_offset: None,
             free_bytes: None,
+            budget: None,
+            held_bytes: None,
+            retiring_bytes: None,
         }
     }
 }

@@ -34,6 +34,8 @@ mod snapshot_error;
 mod summary;
 mod time_axis;
 mod timeline;
+#[cfg(test)]
+mod timeline_tests;
 mod top_labels;
 
 pub use device::DeviceMemory;
@@ -50,7 +52,7 @@ pub use page_map::{
 pub use peak::peak_holders;
 pub use pytorch::{
     BASE_ADDRESS, DEFAULT_POOL_ID, PAGE_SPAN, PyTorchBlock, PyTorchFrame, PyTorchSegment,
-    PyTorchSnapshot, PyTorchTraceEntry, STREAM_SLOTS,
+    PyTorchSettings, PyTorchSnapshot, PyTorchTraceEntry, STREAM_SLOTS,
 };
 pub use reserved_bands::{ReservedBands, STAGING_MEMORY, UPLOAD_MEMORY};
 pub use rewind::RewindError;
@@ -60,7 +62,7 @@ pub use snapshot::{
     SnapshotTotals,
 };
 pub use snapshot_error::SnapshotCheckError;
-pub use summary::{BudgetUse, MemorySummary, pool_line};
+pub use summary::{BudgetUse, MemorySummary, PEAK_HELD, pool_line, pool_line_on};
 pub use time_axis::{AxisBreak, BREAK_SHARE, QUIET_FACTOR, QUIET_SHARE, TimeAxis};
 pub use timeline::{MARKED_KINDS, Timeline, TimelineMarker, TimelineSample};
 pub use top_labels::{OTHER_LABELS, TopLabels};

@@ -327,6 +327,7 @@ mod tests {
             history: Vec::new(),
             history_dropped: 0,
             started_unix_us: None,
+            budget: None,
             report: crate::memory_management::MemoryReport { streams: vec![] },
         }
     }

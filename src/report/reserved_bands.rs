@@ -16,7 +16,7 @@
 use super::history::{EventKind, HistoryEvent};
 use super::levels::clamp;
 use super::snapshot::{MAIN_MEMORY, MemorySnapshot};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The memory whose pages readbacks copy into.
 pub const STAGING_MEMORY: &str = "staging";
@@ -81,6 +81,8 @@ struct Page {
     size: u64,
     /// Live slices on it (signed: a history that disagrees with the slices may dip below 0).
     live: i64,
+    /// Its pool, as an index into [`PageLevels::pool_names`].
+    pool: usize,
 }
 
 /// Every page's size and live slice count at the current event, and the bytes of pages by
@@ -91,6 +93,14 @@ pub(super) struct PageLevels {
     pages: BTreeMap<(String, u64), Page>,
     /// Bytes of the pages counted in each slot (see [`Slot`]), signed while they change.
     sums: [i128; SLOTS],
+    /// The pool names met so far (from the snapshot's pools and the events' `pool`), in
+    /// the order met: one per pool of the snapshot's memories, so bounded by them.
+    pool_names: Vec<String>,
+    /// Bytes of each pool's pages in each slot, by (slot, pool index).
+    pool_sums: BTreeMap<(Slot, usize), i128>,
+    /// Once [`watch`](Self::watch) was called: the pools that held bytes in each slot
+    /// since (at most one entry per pool and slot).
+    seen: Option<[BTreeSet<usize>; SLOTS]>,
 }
 
 /// Where a page's bytes count: main pages with live slices, empty main pages, staging and
@@ -145,11 +155,13 @@ impl PageLevels {
         let mut levels = PageLevels::default();
         for memory in &snapshot.memories {
             for pool in &memory.pools {
+                let pool_index = levels.pool_index(Some(&pool.pool));
                 for page in &pool.pages {
                     let live = page.slices.iter().filter(|s| s.live).count();
                     let page_level = Page {
                         size: page.size,
                         live: i64::try_from(live).unwrap_or(i64::MAX),
+                        pool: pool_index,
                     };
                     levels.insert((memory.name.clone(), page.id), page_level);
                 }
@@ -161,13 +173,17 @@ impl PageLevels {
             let key = (memory_of(event).to_string(), id);
             match event.kind {
                 EventKind::PageMade => levels.remove(&key),
-                EventKind::PageReleased => levels.insert(
-                    key,
-                    Page {
-                        size: event.bytes,
-                        live: 0,
-                    },
-                ),
+                EventKind::PageReleased => {
+                    let pool = levels.pool_index(event.pool.as_deref());
+                    levels.insert(
+                        key,
+                        Page {
+                            size: event.bytes,
+                            live: 0,
+                            pool,
+                        },
+                    )
+                }
                 // Before a staging page went idle it was in use, and before it was in use
                 // it was idle.
                 EventKind::StagingIdle => levels.set_in_use(&key, true),
@@ -178,15 +194,43 @@ impl PageLevels {
         levels
     }
 
+    /// The index of the pool named `name` (an unnamed pool is named ""), added when new.
+    ///
+    /// # Complexity
+    /// O(pools met).
+    fn pool_index(&mut self, name: Option<&str>) -> usize {
+        let name = name.unwrap_or("");
+        match self.pool_names.iter().position(|known| known == name) {
+            Some(index) => index,
+            None => {
+                self.pool_names.push(name.to_string());
+                self.pool_names.len() - 1
+            }
+        }
+    }
+
+    /// Adds `bytes` (signed) of `pool`'s pages to `slot`, and, while watching, notes the
+    /// pool when it holds bytes there.
+    fn add(&mut self, slot: Slot, pool: usize, bytes: i128) {
+        self.sums[slot] += bytes;
+        let sum = self.pool_sums.entry((slot, pool)).or_insert(0);
+        *sum += bytes;
+        if *sum > 0
+            && let Some(seen) = &mut self.seen
+        {
+            seen[slot].insert(pool);
+        }
+    }
+
     fn insert(&mut self, key: (String, u64), page: Page) {
         self.remove(&key);
-        self.sums[slot(&key.0, &page)] += i128::from(page.size);
+        self.add(slot(&key.0, &page), page.pool, i128::from(page.size));
         self.pages.insert(key, page);
     }
 
     fn remove(&mut self, key: &(String, u64)) {
         if let Some(page) = self.pages.remove(key) {
-            self.sums[slot(&key.0, &page)] -= i128::from(page.size);
+            self.add(slot(&key.0, &page), page.pool, -i128::from(page.size));
         }
     }
 
@@ -198,10 +242,52 @@ impl PageLevels {
             let before = slot(&key.0, page);
             page.live = page.live.saturating_add(delta);
             let after = slot(&key.0, page);
-            let size = i128::from(page.size);
-            self.sums[before] -= size;
-            self.sums[after] += size;
+            let (size, pool) = (i128::from(page.size), page.pool);
+            self.add(before, pool, -size);
+            self.add(after, pool, size);
         }
+    }
+
+    /// Starts noting which pools hold bytes in each slot, from the pages held now.
+    pub(super) fn watch(&mut self) {
+        let mut seen: [BTreeSet<usize>; SLOTS] = Default::default();
+        for (&(slot, pool), &bytes) in &self.pool_sums {
+            if bytes > 0 {
+                seen[slot].insert(pool);
+            }
+        }
+        self.seen = Some(seen);
+    }
+
+    /// The names of the pools that held pages of each band of
+    /// [`ReservedBands::stacked`] since [`watch`](Self::watch), sorted; the in-use band
+    /// and the free bytes inside used pages both name the pools of the used main pages.
+    pub(super) fn band_pools(&self) -> [Vec<String>; 8] {
+        let names = |slot: Slot| -> Vec<String> {
+            let mut names: Vec<String> = self
+                .seen
+                .as_ref()
+                .map(|seen| {
+                    seen[slot]
+                        .iter()
+                        .map(|&pool| self.pool_names[pool].clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            names.dedup();
+            names
+        };
+        [
+            names(MAIN_USED),
+            names(MAIN_USED),
+            names(MAIN_EMPTY),
+            names(STAGING),
+            names(STAGING_IDLE),
+            names(UPLOAD),
+            names(UPLOAD_IDLE),
+            names(OTHER),
+        ]
     }
 
     /// Marks a page as holding a slice (`in_use`, counted as one when it counted none) or
@@ -230,11 +316,13 @@ impl PageLevels {
             // records: it starts in use. A main page's reservation follows as an event.
             EventKind::PageMade => {
                 let live = i64::from(key.0 != MAIN_MEMORY && !is_other(&key.0));
+                let pool = self.pool_index(event.pool.as_deref());
                 self.insert(
                     key,
                     Page {
                         size: event.bytes,
                         live,
+                        pool,
                     },
                 )
             }

@@ -362,6 +362,7 @@ mod tests {
             history: vec![reserve, moved, released, free],
             history_dropped: 0,
             started_unix_us: None,
+            budget: None,
             report: MemoryReport { streams: vec![] },
         };
 

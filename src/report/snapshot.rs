@@ -9,7 +9,8 @@
 //!                                                     pages: [ { id, size,
 //!                                                                slices: [ { offset, size, padding,
 //!                                                                            live, id, label, age_us } ] } ] } ] } ],
-//!                  history: [HistoryEvent], history_dropped, started_unix_us, report: MemoryReport }
+//!                  history: [HistoryEvent], history_dropped, started_unix_us, budget,
+//!                  report: MemoryReport }
 //! ```
 //!
 //! Sizes and offsets are bytes (`u64`); times are µs since the client started. A slice's
@@ -56,6 +57,11 @@ pub struct MemorySnapshot {
     /// written before this field existed); the PyTorch export then keeps times relative.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_unix_us: Option<u64>,
+    /// The budget over every memory when it was taken, in bytes (`Client::set_budget`,
+    /// `[memory] budget`); `None` without one, or where unknown (a snapshot written
+    /// before this field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u64>,
     /// The memory report taken with the snapshot.
     pub report: MemoryReport,
 }

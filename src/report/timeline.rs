@@ -20,6 +20,8 @@ use super::levels::{clamp, deltas, initial_levels, ordered};
 use super::peak::peak_holders;
 use super::reserved_bands::{PageLevels, ReservedBands};
 use super::snapshot::MemorySnapshot;
+#[cfg(doc)]
+use super::snapshot::PoolSnapshot;
 use super::time_axis::TimeAxis;
 use super::top_labels::TopLabels;
 use std::collections::BTreeMap;
@@ -88,16 +90,19 @@ pub struct Timeline {
     pub samples: Vec<TimelineSample>,
     /// Markers, in time order, at most one per kind and column.
     pub markers: Vec<TimelineMarker>,
-    /// The first event's time (or `taken_us` with no history), in µs.
+    /// The first event's time (or `taken_us` with no history), in µs; a window's start
+    /// when one was asked ([`from_snapshot_window`](Self::from_snapshot_window)).
     pub start_us: u64,
-    /// `taken_us`, or the last event's time if later, in µs; always > `start_us`.
+    /// `taken_us`, or the last event's time if later, in µs; a window's end when one was
+    /// asked; always > `start_us`.
     pub end_us: u64,
     /// The number of columns the samples were reduced to (at least 1).
     pub columns: usize,
     /// How times spread over the columns: to scale, with quiet stretches drawn short (see
     /// [`TimeAxis`]). Columns are equal slices of its positions.
     pub axis: TimeAxis,
-    /// The highest total bytes in use at any event (not only at the samples kept).
+    /// The highest total bytes in use at any event from `start_us` to `end_us` (not only
+    /// at the samples kept).
     pub peak_in_use: u64,
     /// When bytes in use first reached `peak_in_use`, in µs.
     pub peak_in_use_us: u64,
@@ -105,8 +110,19 @@ pub struct Timeline {
     /// `peak_in_use_us`, largest first (see [`peak_holders`]). They add up to `peak_in_use`
     /// when the history agrees with the slices.
     pub peak_holders: Vec<(String, u64)>,
-    /// The highest bytes reserved at any event.
+    /// The highest bytes reserved (every page of every memory) at any event from
+    /// `start_us` to `end_us`. A client's `budget().peak_held` can be larger: it counts
+    /// since the client started, and keeps given-back pages until the device is done
+    /// with them.
     pub peak_reserved: u64,
+    /// For each band of [`ReservedBands::stacked`] (same order), the names of the pools
+    /// whose pages it held from `start_us` to `end_us` (as [`PoolSnapshot::pool`] and the
+    /// events' `pool` name them), sorted; the in-use band and the free bytes inside used
+    /// pages both name the pools of the used main pages. At most one name per pool of
+    /// the snapshot's memories.
+    ///
+    /// [`PoolSnapshot::pool`]: super::PoolSnapshot::pool
+    pub band_pools: [Vec<String>; 8],
 }
 
 /// The kinds a timeline marks.
@@ -156,6 +172,18 @@ impl Walk<'_> {
     }
 }
 
+/// The span of a timeline of `snapshot` whose events are `events` (time-ordered): see
+/// [`Timeline::span_of`]. A snapshot is input (a file): one stamped at the end of time
+/// still gets a span.
+fn span(snapshot: &MemorySnapshot, events: &[&HistoryEvent]) -> (u64, u64) {
+    let start_us = events
+        .first()
+        .map_or(snapshot.taken_us, |e| e.time_us.min(snapshot.taken_us))
+        .min(u64::MAX - 1);
+    let last_us = events.last().map_or(0, |e| e.time_us);
+    (start_us, snapshot.taken_us.max(last_us).max(start_us + 1))
+}
+
 /// The column (of `columns`) a time falls in along `axis`.
 fn column_of(time: u64, axis: &TimeAxis, columns: usize) -> usize {
     // The drawn µs, one more than the axis's length, split in `columns`: so the end falls
@@ -172,6 +200,33 @@ impl Timeline {
     /// # Complexity
     /// O(e log e + e · (t + log p)) for e events, t top labels and p pages.
     pub fn from_snapshot(snapshot: &MemorySnapshot, labels: &TopLabels, columns: usize) -> Self {
+        Self::from_snapshot_window(snapshot, labels, columns, None)
+    }
+
+    /// The whole span a timeline of `snapshot` covers, `(start_us, end_us)` in µs since
+    /// the client started: the first event's time (or `taken_us` with no history) to
+    /// `taken_us` or the last event's time if later; `end_us > start_us`.
+    ///
+    /// # Complexity
+    /// O(e log e) for e events.
+    pub fn span_of(snapshot: &MemorySnapshot) -> (u64, u64) {
+        span(snapshot, &ordered(snapshot))
+    }
+
+    /// [`from_snapshot`](Self::from_snapshot) drawn over `window` only, `(from_us, to_us)`
+    /// in µs since the client started (the steady part of a run, say): its samples,
+    /// markers, peaks and pools lie in it, and its first sample holds the levels the
+    /// events before it left. The window is clamped into [`span_of`](Self::span_of) (at
+    /// least 1 µs long); `None` draws the whole span.
+    ///
+    /// # Complexity
+    /// O(e log e + e · (t + log p)) for e events, t top labels and p pages.
+    pub fn from_snapshot_window(
+        snapshot: &MemorySnapshot,
+        labels: &TopLabels,
+        columns: usize,
+        window: Option<(u64, u64)>,
+    ) -> Self {
         let columns = columns.max(1);
         let events = ordered(snapshot);
         let (initial, _) = initial_levels(snapshot, &events, None);
@@ -184,14 +239,23 @@ impl Timeline {
             walk.levels[labels.series(Some(label.as_str()))] += level;
         }
 
-        // A snapshot is input (a file): one stamped at the end of time still gets a span.
-        let start_us = events
-            .first()
-            .map_or(snapshot.taken_us, |e| e.time_us.min(snapshot.taken_us))
-            .min(u64::MAX - 1);
-        let last_us = events.last().map_or(0, |e| e.time_us);
-        let end_us = snapshot.taken_us.max(last_us).max(start_us + 1);
-        let times: Vec<u64> = events.iter().map(|e| e.time_us).collect();
+        let (first_us, last_us) = span(snapshot, &events);
+        let (start_us, end_us) = match window {
+            None => (first_us, last_us),
+            Some((from, to)) => {
+                let start = from.clamp(first_us, last_us - 1);
+                (start, to.clamp(start + 1, last_us))
+            }
+        };
+        // The events before the window only set the levels it starts with.
+        let mut index = events.partition_point(|e| e.time_us < start_us);
+        for event in &events[..index] {
+            walk.apply(event);
+        }
+        walk.pages.watch();
+        let inside = events.partition_point(|e| e.time_us <= end_us);
+        let events = &events[..inside];
+        let times: Vec<u64> = events[index..].iter().map(|e| e.time_us).collect();
         let axis = TimeAxis::compressing(&times, start_us, end_us);
 
         let first = walk.reserved();
@@ -207,7 +271,6 @@ impl Timeline {
         // For each marked kind, the column and index of its latest marker.
         let mut last_marker: BTreeMap<EventKind, (usize, usize)> = BTreeMap::new();
 
-        let mut index = 0;
         while index < events.len() {
             let time_us = events[index].time_us;
             let column = column_of(time_us, &axis, columns);
@@ -293,6 +356,7 @@ impl Timeline {
             peak_in_use_us,
             peak_holders: peak_holders(snapshot, peak_in_use_us),
             peak_reserved,
+            band_pools: walk.pages.band_pools(),
         }
     }
 
@@ -308,174 +372,5 @@ impl Timeline {
     /// The column a time falls in (`0 .. columns`), as the samples were reduced.
     pub fn column_of(&self, time_us: u64) -> usize {
         column_of(time_us, &self.axis, self.columns)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::memory_management::MemoryReport;
-    use crate::report::history::HistoryEvent;
-    use crate::report::snapshot::{
-        MemorySnapshotMemory, PageSnapshot, PoolSnapshot, SliceSnapshot,
-    };
-
-    /// An event on page 0 of the main memory.
-    fn event(time_us: u64, kind: EventKind, bytes: u64, label: &str) -> HistoryEvent {
-        HistoryEvent {
-            label: Some(label.to_string()),
-            page: Some(0),
-            offset: Some(0),
-            ..HistoryEvent::new(time_us, kind, bytes)
-        }
-    }
-
-    fn live(offset: u64, size: u64, label: &str) -> SliceSnapshot {
-        SliceSnapshot::live(offset, size, 0).labelled(label)
-    }
-
-    fn snapshot(history: Vec<HistoryEvent>, slices: Vec<SliceSnapshot>) -> MemorySnapshot {
-        MemorySnapshot {
-            taken_us: 1_000,
-            memories: vec![MemorySnapshotMemory {
-                name: "main".to_string(),
-                pools: vec![PoolSnapshot {
-                    pool: "sliced".to_string(),
-                    index: 0,
-                    pages: vec![PageSnapshot {
-                        id: 0,
-                        size: 1024,
-                        slices,
-                    }],
-                }],
-            }],
-            history,
-            history_dropped: 0,
-            started_unix_us: None,
-            report: MemoryReport { streams: vec![] },
-        }
-    }
-
-    #[test]
-    fn levels_follow_reserves_and_frees_and_end_at_the_live_slices() {
-        let snap = snapshot(
-            vec![
-                event(10, EventKind::PageMade, 1024, "a"),
-                event(20, EventKind::Reserve, 100, "a"),
-                event(30, EventKind::Reserve, 300, "b"),
-                event(40, EventKind::Free, 300, "b"),
-            ],
-            vec![live(0, 100, "a")],
-        );
-        let labels = TopLabels::from_snapshot(&snap, 8, None);
-        assert_eq!(labels.names(), ["b", "a"]);
-        let timeline = Timeline::from_snapshot(&snap, &labels, 1000);
-        let levels: Vec<(u64, Vec<u64>, u64)> = timeline
-            .samples
-            .iter()
-            .map(|s| (s.time_us, s.in_use.clone(), s.reserved))
-            .collect();
-        assert_eq!(
-            levels,
-            vec![
-                (10, vec![0, 0, 0], 0),
-                (10, vec![0, 0, 0], 1024),
-                (20, vec![0, 100, 0], 1024),
-                (30, vec![300, 100, 0], 1024),
-                (40, vec![0, 100, 0], 1024),
-                (1_000, vec![0, 100, 0], 1024),
-            ]
-        );
-        assert_eq!(timeline.peak_in_use, 400);
-        assert_eq!(timeline.peak_in_use_us, 30);
-        assert_eq!(timeline.peak_reserved, 1024);
-        assert_eq!(timeline.markers.len(), 1);
-        assert_eq!(timeline.markers[0].kind, EventKind::PageMade);
-        assert_eq!(timeline.markers[0].reserved_after, 1024);
-    }
-
-    #[test]
-    fn a_truncated_history_is_anchored_at_the_live_slices() {
-        // The reservation of "old" (200 bytes) fell out of the ring; its slice is still live.
-        let snap = snapshot(
-            vec![
-                event(50, EventKind::Reserve, 100, "new"),
-                event(60, EventKind::Free, 100, "new"),
-            ],
-            vec![live(0, 200, "old")],
-        );
-        let labels = TopLabels::from_snapshot(&snap, 8, None);
-        let timeline = Timeline::from_snapshot(&snap, &labels, 10);
-        let old = labels.series(Some("old"));
-        assert!(timeline.samples.iter().all(|s| s.in_use[old] == 200));
-        // Reserved is anchored at the page too: 1024 all along.
-        assert!(timeline.samples.iter().all(|s| s.reserved == 1024));
-        assert_eq!(timeline.peak_in_use, 300);
-    }
-
-    /// A column keeps its highest moment and what holds after it: a reservation freed in
-    /// the same column is not drawn as held until the next sample (which, before an idle
-    /// tail, is the snapshot).
-    #[test]
-    fn a_column_keeps_what_holds_after_its_last_event() {
-        let history = vec![
-            event(0, EventKind::Reserve, 100, "x"),
-            event(1, EventKind::Free, 100, "x"),
-        ];
-        let snap = snapshot(history, vec![]);
-        let labels = TopLabels::from_snapshot(&snap, 8, None);
-        let timeline = Timeline::from_snapshot(&snap, &labels, 4);
-        let x = labels.series(Some("x"));
-        let column = &timeline.samples[1];
-        assert_eq!((column.in_use[x], column.in_use_end[x]), (100, 0));
-        assert_eq!(column.bands.main_in_use, 100);
-        assert_eq!(column.bands_end.main_in_use, 0);
-    }
-
-    #[test]
-    fn one_sample_per_column_keeps_the_peak() {
-        let mut history = Vec::new();
-        for step in 0..1000u64 {
-            history.push(event(step * 10, EventKind::Reserve, 1 + step % 7, "x"));
-            history.push(event(step * 10 + 5, EventKind::Free, 1 + step % 7, "x"));
-        }
-        let snap = snapshot(history, vec![]);
-        let labels = TopLabels::from_snapshot(&snap, 8, None);
-        let timeline = Timeline::from_snapshot(&snap, &labels, 50);
-        assert!(timeline.samples.len() <= 52, "{}", timeline.samples.len());
-        assert_eq!(timeline.series_max(labels.series(Some("x"))), 7);
-        assert!(
-            timeline
-                .samples
-                .windows(2)
-                .all(|w| w[0].time_us <= w[1].time_us)
-        );
-    }
-
-    #[test]
-    fn markers_in_one_column_are_merged() {
-        let history = (0..100)
-            .map(|i| event(i, EventKind::PageMade, 10, "p"))
-            .chain([event(500, EventKind::OutOfMemory, 5, "p")])
-            .collect();
-        let snap = snapshot(history, vec![]);
-        let labels = TopLabels::from_snapshot(&snap, 8, None);
-        // One column: the quiet stretches after the burst are drawn short, so on more
-        // columns the burst would spread over them.
-        let timeline = Timeline::from_snapshot(&snap, &labels, 1);
-        let made: Vec<&TimelineMarker> = timeline
-            .markers
-            .iter()
-            .filter(|m| m.kind == EventKind::PageMade)
-            .collect();
-        assert_eq!(made.len(), 1);
-        assert_eq!(made[0].count, 100);
-        assert_eq!(made[0].bytes, 1000);
-        assert!(
-            timeline
-                .markers
-                .iter()
-                .any(|m| m.kind == EventKind::OutOfMemory)
-        );
     }
 }

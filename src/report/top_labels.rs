@@ -268,6 +268,7 @@ mod tests {
             history: vec![],
             history_dropped: 0,
             started_unix_us: None,
+            budget: None,
             report: MemoryReport { streams: vec![] },
         };
         let labels = TopLabels::from_snapshot(&snapshot, 2, None);

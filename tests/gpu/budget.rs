@@ -4,7 +4,7 @@
 
 use crate::device::{fresh, pattern};
 use wgpu_memory::ClientError;
-use wgpu_memory::memory_management::PoolConfigError;
+use wgpu_memory::memory_management::{PoolConfigError, format_bytes, parse_memory_config};
 use wgpu_memory::report::MemorySummary;
 
 const KIB: usize = 1 << 10;
@@ -187,6 +187,42 @@ fn bad_budgets_are_configuration_errors_naming_the_field() {
     assert_eq!(client.budget().budget, None);
 }
 
+/// `set_budget(Some(1024))` was accepted, and the first reservation then failed with
+/// "16 B ... the budget of 1.00 KiB would be crossed", never naming the page it needed:
+/// a budget below the smallest page the main memory makes is refused, naming the page.
+#[test]
+fn a_budget_below_the_smallest_page_is_refused_naming_the_page() {
+    let Some(client) = fresh() else { return };
+    let page_size = match client.set_budget(Some(1024)) {
+        Err(ClientError::Config(
+            error @ PoolConfigError::BudgetBelowSmallestPage {
+                field: "budget",
+                budget: 1024,
+                page_size,
+            },
+        )) => {
+            assert!(page_size > 1024, "{page_size}");
+            let text = error.to_string();
+            for part in ["1024 bytes", &format!("{page_size} bytes"), "smallest page"] {
+                assert!(text.contains(part), "{text:?} lacks {part:?}");
+            }
+            page_size
+        }
+        other => panic!("expected BudgetBelowSmallestPage, got {other:?}"),
+    };
+    assert_eq!(
+        client.budget().budget,
+        None,
+        "a refused budget changes nothing"
+    );
+    // One byte less is refused too; the page itself is a budget a reservation fits.
+    assert!(client.set_budget(Some(page_size - 1)).is_err());
+    client.set_budget(Some(page_size)).unwrap();
+    let handle = client.empty(16).unwrap();
+    drop(handle);
+    client.set_budget(None).unwrap();
+}
+
 #[test]
 fn the_summary_shows_the_budget_and_what_is_left() {
     let Some(client) = fresh() else { return };
@@ -267,4 +303,34 @@ fn a_refused_create_leaves_the_client_usable() {
     assert!(*client.read_blocking(&small).unwrap() == *pattern(512, 3));
     assert!(*client.read_blocking(&first).unwrap() == *pattern(SIZE, 1));
     assert!(client.budget().peak_held <= BUDGET);
+}
+
+/// An exclusive pool's cap above the device's largest page is clamped to it (on lavapipe
+/// 2 GiB to 128 MiB) while the summary printed "up to 2.00 GiB": it shows the value in
+/// force and the one asked.
+#[test]
+fn the_summary_shows_a_cap_clamped_to_the_largest_page() {
+    let Some(client) = fresh() else { return };
+    let largest = client.largest_page();
+    let asked = 2 * largest;
+    let text =
+        format!("[memory]\npools = [{{ type = \"exclusive\", max_alloc_size = {asked} }}]\n");
+    let pools = parse_memory_config(&text).unwrap().pools.unwrap();
+    client.install_memory_pools(&pools).unwrap();
+    let handle = client.empty(4096).unwrap();
+    let summary = client.memory_summary();
+    let clamped = format!("up to {}", format_bytes(largest));
+    let asked_text = format!("{} asked", format_bytes(asked));
+    for part in [
+        clamped.as_str(),
+        asked_text.as_str(),
+        "the device's largest page",
+    ] {
+        assert!(summary.contains(part), "{summary}\nlacks {part:?}");
+    }
+    assert!(
+        !summary.contains(&format!("(up to {})", format_bytes(asked))),
+        "{summary}"
+    );
+    drop(handle);
 }

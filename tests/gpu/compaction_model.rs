@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::OnceLock;
-use wgpu_memory::memory_management::parse_memory_config;
+use wgpu_memory::memory_management::{PoolConfigError, parse_memory_config};
 use wgpu_memory::{Client, ClientError, Handle, HandleResource, Kernel, ReadBytes};
 
 /// Sizes (bytes, multiples of 4) the model reserves: small enough that many share a page.
@@ -271,7 +271,16 @@ impl Model {
                 if tight {
                     client.cleanup();
                 }
-                let budget = (client.budget().held + SLACK[k]).max(1);
+                let mut budget = (client.budget().held + SLACK[k]).max(1);
+                // A budget below the smallest page is refused, naming the page: the
+                // tightest one accepted is that page.
+                if let Err(ClientError::Config(PoolConfigError::BudgetBelowSmallestPage {
+                    page_size,
+                    ..
+                })) = client.set_budget(Some(budget))
+                {
+                    budget = page_size;
+                }
                 client
                     .set_budget(Some(budget))
                     .unwrap_or_else(|error| panic!("{step:?}: {error}"));

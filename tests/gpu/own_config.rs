@@ -145,6 +145,49 @@ fn client_new_warns_when_a_config_file_is_present() {
     );
 }
 
+/// `Client::new` on a process with a configuration file says so on stderr, once per
+/// process, naming the file and the call that applies it: without a `tracing` subscriber
+/// the warning alone is invisible, and the file's budget and history silently do not
+/// apply. Run in a child process (its stderr is the process's own).
+#[test]
+fn client_new_names_an_unapplied_config_file_on_stderr_once() {
+    if crate::child::is_child() {
+        let (device, queue) = own_device();
+        let _first = Client::new(device, queue);
+        let (device, queue) = own_device();
+        let _second = Client::new(device, queue);
+        return;
+    }
+    if fresh().is_none() {
+        return;
+    }
+    let path = std::env::temp_dir().join(format!("wgpu-memory-stderr-{}.toml", std::process::id()));
+    std::fs::write(&path, CONFIG).unwrap();
+    let output = crate::child::run_alone(
+        "own_config::client_new_names_an_unapplied_config_file_on_stderr_once",
+        &[("WGPU_MEMORY_CONFIG", path.as_os_str())],
+    );
+    std::fs::remove_file(&path).unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "the child failed:\n{stdout}\n{stderr}"
+    );
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains(&*path.to_string_lossy()))
+        .collect();
+    assert_eq!(lines.len(), 1, "stderr:\n{stderr}");
+    for part in ["Client::new", "Client::with_config_file"] {
+        assert!(
+            lines[0].contains(part),
+            "{part:?} missing from {:?}",
+            lines[0]
+        );
+    }
+}
+
 /// Collects the text of every warning event.
 struct Warnings(std::sync::Arc<parking_lot::Mutex<Vec<String>>>);
 

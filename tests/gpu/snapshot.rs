@@ -378,6 +378,39 @@ fn every_out_of_memory_snapshot_carries_its_out_of_memory_event() {
         Some(128 << 10),
         "what the budget had left"
     );
+    // The event's numbers add up to the budget, and the snapshot names it.
+    let budget = held + (128 << 10);
+    assert_eq!(ooms[0].budget, Some(budget));
+    assert_eq!(written.budget, Some(budget));
+    let parts = [
+        ooms[0].held_bytes,
+        ooms[0].retiring_bytes,
+        ooms[0].free_bytes,
+    ];
+    assert_eq!(
+        parts.iter().map(|p| p.unwrap()).sum::<u64>(),
+        budget,
+        "{parts:?}"
+    );
+    // PyTorch's viewer reads the refused memory and the budget's parts on the oom entry.
+    let pickle = written.to_pytorch_pickle().unwrap();
+    let value: serde_json::Value =
+        serde_pickle::from_slice(&pickle, serde_pickle::DeOptions::new()).unwrap();
+    assert_eq!(value["allocator_settings"]["budget"], budget);
+    let oom = value["device_traces"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "oom")
+        .expect("an oom entry")
+        .to_string();
+    for part in [
+        "upload staging",
+        &format!("({budget} bytes) ="),
+        "given back",
+    ] {
+        assert!(oom.contains(part), "{part:?} missing from {oom}");
+    }
 
     // A main refusal: one more event, naming the main memory.
     let error = client

@@ -232,7 +232,8 @@ impl Worker {
 
     /// Sets the budget to what is held plus a little (nothing, 64 KiB, 1 MiB, or a
     /// tenth), or clears it. Another thread may grow what is held in between: the
-    /// client then refuses with `BudgetBelowHeld`, which is legal.
+    /// client then refuses with `BudgetBelowHeld`, which is legal; so is
+    /// `BudgetBelowSmallestPage` while little is held.
     fn budget(&mut self) {
         let now = self.client.budget();
         let result = if now.budget.is_some() {
@@ -248,7 +249,10 @@ impl Worker {
         };
         match result {
             Ok(()) => self.tally.budgets_set += 1,
-            Err(ClientError::Config(PoolConfigError::BudgetBelowHeld { .. })) => {}
+            Err(ClientError::Config(
+                PoolConfigError::BudgetBelowHeld { .. }
+                | PoolConfigError::BudgetBelowSmallestPage { .. },
+            )) => {}
             Err(error) => self
                 .wrong
                 .push(("set_budget".to_string(), error.to_string())),

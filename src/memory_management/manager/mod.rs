@@ -341,6 +341,20 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         self.largest_page
     }
 
+    /// The smallest page a dynamic pool of this memory would make now, in bytes: a
+    /// budget below it refuses every page these pools make (the persistent and dedicated
+    /// pools serve only the explicit modes). `u64::MAX` for a layout of no pool.
+    ///
+    /// # Complexity
+    /// O(pools).
+    pub fn smallest_page(&self) -> u64 {
+        self.dynamic
+            .iter()
+            .map(DynamicPool::smallest_page)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     /// The largest free slice of any page of any pool, in bytes.
     pub fn largest_free_slice(&self) -> u64 {
         self.dynamic
@@ -573,7 +587,11 @@ impl<S: ComputeStorage> core::fmt::Display for MemoryManagement<S> {
                 ("dedicated".to_string(), &report.dedicated),
             ]);
         for (name, pool) in pools {
-            writeln!(f, "  {name}: {}", super::pool_line(pool))?;
+            writeln!(
+                f,
+                "  {name}: {}",
+                super::pool_line_on(pool, Some(self.largest_page))
+            )?;
         }
         Ok(())
     }

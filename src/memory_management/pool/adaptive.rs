@@ -206,6 +206,12 @@ impl AdaptivePool {
         self.max_accepted
     }
 
+    /// The smallest page the pool would make now, in bytes: the shared band's page for a
+    /// reservation of one alignment unit (it grows with the band's peak).
+    pub(crate) fn smallest_new_page(&self) -> u64 {
+        self.fresh_page_for(SHARED)
+    }
+
     /// The band of an aligned size: huge above a sixteenth of the largest page and above
     /// [`HUGE_FLOOR`].
     fn band_of(&self, effective: u64) -> usize {

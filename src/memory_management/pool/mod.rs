@@ -103,6 +103,16 @@ impl DynamicPool {
         }
     }
 
+    /// The smallest page the pool would make now, in bytes: the page its smallest
+    /// reservation would get.
+    pub(crate) fn smallest_page(&self) -> u64 {
+        match self {
+            DynamicPool::Sliced(pool) => pool.smallest_page(),
+            DynamicPool::WholePage(pool) => pool.smallest_page(),
+            DynamicPool::Adaptive(pool) => pool.smallest_new_page(),
+        }
+    }
+
     /// The sizes the pool accepts, as inclusive ranges in ascending order: a sliced pool
     /// may leave a gap between `max_slice_size` and its near-page sizes; the other pools
     /// take every size up to their maximum.

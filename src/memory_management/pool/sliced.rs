@@ -87,6 +87,12 @@ impl SlicedPool {
         self
     }
 
+    /// The smallest page the pool makes, in bytes: its first page when it ramps (see
+    /// [`ramping`](Self::ramping)), else the page size.
+    pub(crate) fn smallest_page(&self) -> u64 {
+        self.ramp_from.unwrap_or(self.pages.page_size())
+    }
+
     /// The size of the next page, in bytes (see [`ramping`](Self::ramping)).
     fn next_page_size(&self) -> u64 {
         match self.ramp_from {

@@ -93,6 +93,12 @@ impl WholePagePool {
         self.max_alloc_size
     }
 
+    /// The smallest page the pool makes, in bytes: one alignment unit (a page is its
+    /// reservation's aligned size).
+    pub(crate) fn smallest_page(&self) -> u64 {
+        self.effective(1)
+    }
+
     fn effective(&self, size: u64) -> u64 {
         align_up(size.max(1), self.granule)
     }

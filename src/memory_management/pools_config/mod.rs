@@ -42,6 +42,7 @@ mod resolve;
 mod tests;
 
 pub use memory_size::MemorySize;
+pub(crate) use read::check_file_tables;
 pub use read::{load_memory_config, load_memory_config_from, parse_memory_config};
 
 use std::ffi::OsString;
@@ -66,6 +67,12 @@ const CONFIG_PATH_VAR: &str = "WGPU_MEMORY_CONFIG";
 /// The file [`load_memory_config`] reads from the current directory when
 /// [`CONFIG_PATH_VAR`] is not set.
 const DEFAULT_CONFIG_FILE: &str = "wgpu-memory.toml";
+
+/// The keys of the `[submit]` table (read by the client's submit policy reader; listed
+/// here so that a key of it written above every table is named as one).
+const SUBMIT_FIELDS: &[&str] = &["max_dispatches", "max_bytes"];
+/// The tables of a configuration file, with their keys.
+const FILE_TABLES: &[(&str, &[&str])] = &[("memory", MEMORY_FIELDS), ("submit", SUBMIT_FIELDS)];
 
 /// The keys of the `[memory]` table.
 const MEMORY_FIELDS: &[&str] = &["pools", "history", "oom_snapshot", "records", "budget"];
@@ -122,8 +129,10 @@ pub struct MemoryConfig {
     /// `budget = "8 GiB"` (or a byte count): the cap on the bytes of every page the
     /// client creates, in the main memory and both staging memories together (see
     /// `Client::set_budget`). Zero, a negative value or a value that is not a size is
-    /// refused ([`PoolConfigError::BadSize`]); a value below what the client already
-    /// holds when it is applied, [`PoolConfigError::BudgetBelowHeld`].
+    /// refused ([`PoolConfigError::BadSize`]); a value below the smallest page the main
+    /// memory's pools make, [`PoolConfigError::BudgetBelowSmallestPage`]; a value below
+    /// what the client already holds when it is applied,
+    /// [`PoolConfigError::BudgetBelowHeld`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<MemorySize>,
 }

@@ -9,14 +9,17 @@ use super::*;
 
 /// Reads the memory configuration from the text of a whole TOML file.
 ///
-/// Only the `[memory]` table is read; other tables belong to other readers and are left
-/// alone. A file without `[memory]`, or a `[memory]` without `pools`, gives
-/// `pools: None`. Values are checked for shape only; [`MemoryPoolsConfig::resolve`] checks
+/// Only the `[memory]` table is read; `[submit]` belongs to the submit policy's reader
+/// and is left alone, and any other top-level table or key is refused
+/// ([`check_file_tables`]). A file without `[memory]`, or a `[memory]` without `pools`,
+/// gives `pools: None`. Values are checked for shape only; [`MemoryPoolsConfig::resolve`] checks
 /// them against a device.
 ///
 /// # Errors
 ///
 /// - [`PoolConfigError::Toml`]: the text is not TOML, or a value has the wrong type.
+/// - [`PoolConfigError::UnknownTable`]: a top-level table or key other than `[memory]` and
+///   `[submit]` (a misspelled `[memroy]` names `[memory]`).
 /// - [`PoolConfigError::UnknownField`]: a key `[memory]` or an entry does not have.
 /// - [`PoolConfigError::UnknownPreset`]: `pools` is a string that names no preset.
 /// - [`PoolConfigError::UnknownType`], [`PoolConfigError::MissingField`]: an entry's
@@ -26,6 +29,7 @@ pub fn parse_memory_config(toml_text: &str) -> Result<MemoryConfig, PoolConfigEr
     let file: Table = toml::from_str(toml_text).map_err(|error| PoolConfigError::Toml {
         message: error.to_string(),
     })?;
+    check_file_tables(&file)?;
     match file.get("memory") {
         None => Ok(MemoryConfig::default()),
         Some(Value::Table(memory)) => memory_config_from_table(memory),
@@ -36,6 +40,71 @@ pub fn parse_memory_config(toml_text: &str) -> Result<MemoryConfig, PoolConfigEr
             ),
         }),
     }
+}
+
+/// Refuses the first top-level table or key of a configuration file (in key order) that
+/// the file does not have (see [`FILE_TABLES`]), naming the known table it is close to:
+/// one whose name it nearly spells (case aside, at most two letters changed, or one name
+/// inside the other), or the table whose key it is.
+///
+/// # Errors
+/// [`PoolConfigError::UnknownTable`].
+pub(crate) fn check_file_tables(file: &Table) -> Result<(), PoolConfigError> {
+    let known = |key: &str| FILE_TABLES.iter().any(|(table, _)| *table == key);
+    let Some(found) = file.keys().find(|key| !known(key)) else {
+        return Ok(());
+    };
+    let owner = FILE_TABLES
+        .iter()
+        .find(|(_, keys)| keys.contains(&found.as_str()))
+        .map(|(table, _)| *table);
+    let misplaced_key = owner.is_some() && !file[found].is_table();
+    let nearest = if misplaced_key {
+        owner
+    } else {
+        FILE_TABLES
+            .iter()
+            .map(|(table, _)| *table)
+            .find(|table| nearly_spells(found, table))
+    };
+    Err(PoolConfigError::UnknownTable {
+        found: found.clone(),
+        nearest,
+        misplaced_key,
+    })
+}
+
+/// Whether `found` nearly spells `known`: equal but for case, within two edits of it,
+/// or one of them inside the other (the shorter at least three letters long).
+fn nearly_spells(found: &str, known: &str) -> bool {
+    let found = found.to_lowercase();
+    let (shorter, longer) = if found.len() <= known.len() {
+        (found.as_str(), known)
+    } else {
+        (known, found.as_str())
+    };
+    (shorter.len() >= 3 && longer.contains(shorter)) || edit_distance(&found, known) <= 2
+}
+
+/// The edit distance (insertions, deletions, substitutions) between two short names.
+///
+/// # Complexity
+/// O(a · b) for names of a and b characters; table names are a few letters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != cb))
+                .min(above + 1)
+                .min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// Reads the memory configuration of the process, if there is one.

@@ -1,34 +1,38 @@
 //! A memory snapshot in the shape PyTorch's `torch.cuda.memory._snapshot()` returns and
 //! `torch.cuda.memory._dump_snapshot` pickles, so that `pytorch.org/memory_viz`
 //! (`torch/utils/viz/MemoryViz.js`) and `torch.cuda._memory_viz` open it (Active Memory
-//! Timeline, Allocator State History, frames on hover, `compare` of two snapshots).
+//! Timeline, Active Cached Segment Timeline, Allocator State History, Allocator Settings,
+//! frames on hover, `compare` of two snapshots).
 //!
 //! How our words map onto theirs:
 //!
 //! | ours | PyTorch |
 //! | --- | --- |
 //! | a page | a segment (`segment_type` "large" past 1 MiB, else "small"); its `frames` name the memory (`filename` "memory") and the pool (`filename` "pool", `line` the pool's index) |
-//! | a live slice | an `active_allocated` block: `size` its footprint, `requested_size` its requested bytes |
+//! | a live slice | an `active_allocated` block: `size` its footprint, `requested_size` its requested bytes; its `frames` are its label and backtrace, or, without either, its memory and pool |
 //! | bytes of a page no live slice covers | an `inactive` block per free range |
-//! | a memory ("main", "staging", "upload") | a `stream` (0, 1, 2; other names after them) |
-//! | every pool | the default pool, `segment_pool_id` (0, 0): PyTorch reads any other id as a *private* pool (a `MemPool`), which ours are not; the pool's name is in the segment's frames |
-//! | label and backtrace | `frames`: the label first (`filename` "label"), then the backtrace's frames, innermost first |
-//! | `Reserve` / `Free` | trace `alloc` / `free_requested` + `free_completed`, each with `segment_pool_id` (0, 0), so that the viewer never reads "pool_id unknown" for a page given back since |
+//! | a memory ("main", "staging", "upload") | a `stream`: main is 0, the others are numbered 1, 2, ... in the order they first appear in the trace, then in the segments: the order the viewer numbers streams in, so the numbers it shows are these; `allocator_settings["streams"]` names each |
+//! | every pool | the default pool, `segment_pool_id` (0, 0), on every segment and every trace entry but `oom`: PyTorch reads any other id as a *private* pool (a `MemPool`), which ours are not, and an entry without one as "pool_id unknown" once its page is gone; the pool's name is in the frames |
+//! | label and backtrace | `frames`: the label first (`filename` "label"), then the backtrace's frames, innermost first; without either, the memory and the pool |
+//! | `Reserve` / `Free` | trace `alloc` / `free_requested` + `free_completed` |
 //! | `Move` (compaction) | `free_requested` + `free_completed` where the slice was, then `alloc` where it went, with the reservation's frames |
-//! | `PageMade` / `PageReleased` | trace `segment_alloc` / `segment_free` |
-//! | `OutOfMemory` | trace `oom` (no `addr`), `device_free` the event's `free_bytes` (what was still free to the refused memory; 0 where a snapshot did not record it) |
+//! | `PageMade` / `PageReleased` | trace `segment_alloc` / `segment_free`, with the page's memory and pool as frames |
+//! | a page made before the history's first event | a `segment_alloc` at that first event, its frames saying so (`filename` "history"): the viewer gives a segment no entry made no frames at all |
+//! | `OutOfMemory` | trace `oom` (no `addr`), `device_free` the event's `free_bytes` (what was still free to the refused memory; 0 where a snapshot did not record it); its frames say which memory refused how many bytes (`filename` "oom", "memory") and, for a budget's refusal, how the budget splits into pages held, pages given back that the device still used, and what was free (`filename` "budget"), then the label |
+//! | the budget, the pools, the page sizes, the history's bound | `allocator_settings` (see [`PyTorchSettings`]) |
 //!
 //! Times (`time_us`) are Unix time in µs, as PyTorch reads them (`new Date(time_us / 1000)`):
 //! the snapshot's `started_unix_us` plus the event's time; a snapshot without
 //! `started_unix_us` keeps the times since the client started.
 //!
-//! Addresses are made up, and depend only on the page: page `id` of the memory with stream
-//! `s` starts at [`BASE_ADDRESS`] + (`id` × [`STREAM_SLOTS`] + `s`) × [`PAGE_SPAN`], and a
-//! slice's address is its page's plus its offset. So two snapshots of one client give a
-//! page the same address whatever history each kept, and `compare` matches them. Page ids
-//! are unique across a process's memories, so each page owns 4 × 64 GiB of address; below
-//! page id 32768 every address is under 2^53, exact in JavaScript (Python reads every
-//! address exactly).
+//! Addresses are made up, and depend only on the page: page `id` of the memory in slot
+//! `s` (main 0, staging 1, upload 2, other memories after them, whatever their stream
+//! numbers) starts at [`BASE_ADDRESS`] + (`id` × [`STREAM_SLOTS`] + `s`) × [`PAGE_SPAN`],
+//! and a slice's address is its page's plus its offset. So two snapshots of one client
+//! give a page the same address whatever history each kept, and `compare` matches them.
+//! Page ids are unique across a process's memories, so each page owns 4 × 64 GiB of
+//! address; below page id 32768 every address is under 2^53, exact in JavaScript (Python
+//! reads every address exactly).
 //!
 //! Slices of the staging memories (the library's own, reserved and freed without history
 //! events) that are live in the snapshot get an `alloc` at the moment it was taken, so the
@@ -36,7 +40,10 @@
 //! recorded, and the other kinds (uploads, readbacks, launches, cleanups), have no PyTorch
 //! equivalent and are left out. Every list has the bounds of the snapshot it comes from.
 
+mod settings;
 mod trace;
+
+pub use settings::PyTorchSettings;
 
 use super::frames::{Frame, backtrace_frames};
 use super::history::EventKind;
@@ -63,6 +70,9 @@ pub struct PyTorchSnapshot {
     pub segments: Vec<PyTorchSegment>,
     /// One trace per device (one here), oldest first.
     pub device_traces: Vec<Vec<PyTorchTraceEntry>>,
+    /// What the viewer's Allocator Settings page shows: the budget, the streams, the
+    /// pools and page sizes, the history's bound.
+    pub allocator_settings: PyTorchSettings,
 }
 
 /// One segment: a page.
@@ -86,7 +96,8 @@ pub struct PyTorchSegment {
     /// Requested bytes of its live slices.
     #[serde(serialize_with = "int")]
     pub requested_size: u64,
-    /// The memory's stream number (0 main, 1 staging, 2 upload, then other memories).
+    /// The memory's stream number (0 main, the others in the order the trace, then the
+    /// segments, first name them; see the module doc).
     #[serde(serialize_with = "int")]
     pub stream: u64,
     /// "large" past 1 MiB, else "small".
@@ -117,15 +128,16 @@ pub struct PyTorchBlock {
     pub requested_size: u64,
     /// "active_allocated" or "inactive".
     pub state: String,
-    /// The label and the backtrace of its reservation, when known; a staging slice names
-    /// its memory (`filename` "memory").
+    /// The label and the backtrace of its reservation, when known; else its memory
+    /// (`filename` "memory") and pool (`filename` "pool"). Empty for a free range.
     pub frames: Vec<PyTorchFrame>,
 }
 
 /// One stack frame.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PyTorchFrame {
-    /// The source file ("label", "memory" or "pool" for the frames we make up).
+    /// The source file ("label", "memory", "pool", "history", "oom" or "budget" for the
+    /// frames we make up).
     pub filename: String,
     /// The line (0 when unknown; a pool frame's line is the pool's index).
     #[serde(serialize_with = "int")]
@@ -151,9 +163,11 @@ pub struct PyTorchTraceEntry {
     /// When, in µs since 1970 (Unix time; see the module doc).
     #[serde(serialize_with = "int")]
     pub time_us: u64,
-    /// The label and backtrace of the reservation (alloc and frees).
+    /// The label and backtrace of the reservation (alloc and frees; without either, its
+    /// memory and pool), the memory and pool of a page (segment events), or what was
+    /// refused ("oom").
     pub frames: Vec<PyTorchFrame>,
-    /// The block's pool, [`DEFAULT_POOL_ID`], on "alloc" and the frees.
+    /// The block's or segment's pool, [`DEFAULT_POOL_ID`], on every entry but "oom".
     #[serde(
         skip_serializing_if = "Option::is_none",
         serialize_with = "opt_int_pair"
@@ -226,19 +240,22 @@ fn frames_of(label: Option<&str>, backtrace: Option<&str>) -> Vec<PyTorchFrame> 
     frames
 }
 
-/// Each memory's stream number; pages' made-up addresses follow from it.
+/// Each memory's address slot (pages' made-up addresses follow from it) and the index of
+/// each pool by name.
 struct Addresses {
-    streams: BTreeMap<String, u64>,
+    slots: BTreeMap<String, u64>,
+    /// (memory, pool name) to the pool's index in its memory, from the snapshot.
+    pools: BTreeMap<(String, String), u64>,
 }
 
 impl Addresses {
-    /// Main, staging and upload are streams 0, 1 and 2 whatever the snapshot lists; other
+    /// Main, staging and upload are slots 0, 1 and 2 whatever the snapshot lists; other
     /// memories (of the snapshot, then of its history) follow in the order first seen.
     fn new(snapshot: &MemorySnapshot) -> Self {
-        let mut streams: BTreeMap<String, u64> = [MAIN_MEMORY, "staging", "upload"]
+        let mut slots: BTreeMap<String, u64> = [MAIN_MEMORY, "staging", "upload"]
             .iter()
             .enumerate()
-            .map(|(stream, name)| (name.to_string(), stream as u64))
+            .map(|(slot, name)| (name.to_string(), slot as u64))
             .collect();
         let names = snapshot
             .memories
@@ -246,35 +263,70 @@ impl Addresses {
             .map(|memory| memory.name.as_str())
             .chain(snapshot.history.iter().filter_map(|e| e.memory.as_deref()));
         for name in names {
-            let next = streams.len() as u64;
-            streams.entry(name.to_string()).or_insert(next);
+            let next = slots.len() as u64;
+            slots.entry(name.to_string()).or_insert(next);
         }
-        Addresses { streams }
+        let pools = snapshot
+            .memories
+            .iter()
+            .flat_map(|memory| {
+                memory
+                    .pools
+                    .iter()
+                    .map(|pool| ((memory.name.clone(), pool.pool.clone()), pool.index as u64))
+            })
+            .collect();
+        Addresses { slots, pools }
     }
 
-    fn stream(&self, memory: Option<&str>) -> u64 {
-        self.streams
+    /// The address slot of `memory` (`None`: the main memory).
+    fn slot(&self, memory: Option<&str>) -> u64 {
+        self.slots
             .get(memory.unwrap_or(MAIN_MEMORY))
             .copied()
             .unwrap_or(0)
     }
 
-    /// The made-up address of page `page` of the memory with `stream` (saturating: an
+    /// The name of the memory in `slot`.
+    fn memory(&self, slot: u64) -> &str {
+        self.slots
+            .iter()
+            .find(|(_, s)| **s == slot)
+            .map_or(MAIN_MEMORY, |(name, _)| name.as_str())
+    }
+
+    /// The made-up address of page `page` of the memory in `slot` (saturating: an
     /// absurd id still gives an address).
-    fn page(&self, stream: u64, page: u64) -> u64 {
+    fn page(&self, slot: u64, page: u64) -> u64 {
         let slot = page
             .saturating_mul(STREAM_SLOTS)
-            .saturating_add(stream % STREAM_SLOTS);
+            .saturating_add(slot % STREAM_SLOTS);
         BASE_ADDRESS.saturating_add(slot.saturating_mul(PAGE_SPAN))
+    }
+
+    /// The frames naming `memory` and, when known, `pool` (its index as the line; 0
+    /// for a pool the snapshot does not list).
+    fn place(&self, memory: &str, pool: Option<&str>) -> Vec<PyTorchFrame> {
+        let mut frames = vec![named("memory", 0, memory)];
+        if let Some(pool) = pool {
+            let index = self
+                .pools
+                .get(&(memory.to_string(), pool.to_string()))
+                .copied()
+                .unwrap_or(0);
+            frames.push(named("pool", index, pool));
+        }
+        frames
     }
 }
 
-/// A page as a segment of `memory` in `pool` (its name and index).
+/// A page as a segment of `memory` in `pool` (its name and index), in the memory's
+/// address slot (its stream number until [`settings::number_streams`] renumbers it).
 struct SegmentOf<'a> {
     memory: &'a str,
     pool: &'a str,
     pool_index: u64,
-    stream: u64,
+    slot: u64,
     address: u64,
 }
 
@@ -306,8 +358,8 @@ fn segment(
         }
         let backtrace = slice.id.and_then(|id| backtraces.get(&id).copied());
         let mut frames = frames_of(slice.label.as_deref(), backtrace);
-        if of.memory != MAIN_MEMORY && frames.is_empty() {
-            frames.push(named("memory", 0, of.memory));
+        if frames.is_empty() {
+            frames = place_frames(&of);
         }
         blocks.push(PyTorchBlock {
             address: address + slice.offset,
@@ -330,7 +382,7 @@ fn segment(
         allocated_size: allocated,
         active_size: allocated,
         requested_size: requested,
-        stream: of.stream,
+        stream: of.slot,
         segment_type: if page.size > LARGE_SEGMENT {
             "large"
         } else {
@@ -339,12 +391,17 @@ fn segment(
         .to_string(),
         segment_pool_id: DEFAULT_POOL_ID,
         is_expandable: false,
-        frames: vec![
-            named("memory", 0, of.memory),
-            named("pool", of.pool_index, of.pool),
-        ],
+        frames: place_frames(&of),
         blocks,
     }
+}
+
+/// The frames naming a segment's memory and pool.
+fn place_frames(of: &SegmentOf<'_>) -> Vec<PyTorchFrame> {
+    vec![
+        named("memory", 0, of.memory),
+        named("pool", of.pool_index, of.pool),
+    ]
 }
 
 impl MemorySnapshot {
@@ -362,24 +419,27 @@ impl MemorySnapshot {
             .collect();
         let mut segments = Vec::new();
         for memory in &self.memories {
-            let stream = addresses.stream(Some(&memory.name));
+            let slot = addresses.slot(Some(&memory.name));
             for pool in &memory.pools {
                 for page in &pool.pages {
                     let of = SegmentOf {
                         memory: &memory.name,
                         pool: &pool.pool,
                         pool_index: pool.index as u64,
-                        stream,
-                        address: addresses.page(stream, page.id),
+                        slot,
+                        address: addresses.page(slot, page.id),
                     };
                     segments.push(segment(page, of, &backtraces));
                 }
             }
         }
-        let trace = trace::pytorch_trace(self, &addresses, &segments);
+        let mut trace = trace::pytorch_trace(self, &addresses, &segments);
+        let streams = settings::number_streams(&mut segments, &mut trace);
+        let allocator_settings = settings::settings(self, &addresses, &streams);
         PyTorchSnapshot {
             segments,
             device_traces: vec![trace],
+            allocator_settings,
         }
     }
 

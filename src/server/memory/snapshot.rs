@@ -47,6 +47,7 @@ impl Server {
             history: Vec::new(),
             history_dropped: 0,
             started_unix_us: None,
+            budget: self.budget.limit(),
             report,
         }
     }

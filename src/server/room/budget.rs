@@ -176,6 +176,8 @@ impl Server {
     ///
     /// # Errors
     /// [`PoolConfigError::BadSize`] for a budget of 0 bytes;
+    /// [`PoolConfigError::BudgetBelowSmallestPage`] for one below the smallest page the
+    /// main memory's pools make;
     /// [`PoolConfigError::BudgetBelowHeld`] when the memories hold more than `budget`
     /// even after giving back every free page (the budget is left as it was).
     pub(crate) fn set_budget(&mut self, budget: Option<u64>) -> Result<(), PoolConfigError> {
@@ -186,6 +188,14 @@ impl Server {
                     field: BUDGET_FIELD,
                     value: "0".to_string(),
                     reason: "a budget of 0 bytes would refuse every page".to_string(),
+                });
+            }
+            let page_size = self.main.smallest_page();
+            if budget < page_size {
+                return Err(PoolConfigError::BudgetBelowSmallestPage {
+                    field: BUDGET_FIELD,
+                    budget,
+                    page_size,
                 });
             }
             if self.budget.held() > budget {

@@ -6,6 +6,8 @@
 //! The snapshot is written as JSON and read with `MemorySnapshot::from_json`, so the
 //! fixture names fields only by their serialized names.
 
+mod viewer;
+
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use wgpu_memory::report::MemorySnapshot;
@@ -38,8 +40,8 @@ fn live(offset: u64, size: u64, padding: u64, id: u64, label: Option<&str>) -> V
 /// 2, makes pages 7 and 8,
 /// reserves 0, 9, 13 and 5, frees 5, moves 9 and 13 from page 8 into page 7, gives page 8
 /// back, fills pool 1, makes the upload page, fails once in upload staging (128 KiB still
-/// free) and frees 13 naming page 8 (where it was reserved, as clients before moves were
-/// followed recorded it). Page 7 ends with 0, 13's hole and 9.
+/// free under a budget of 2.25 MiB) and frees 13 naming page 8 (where it was reserved, as
+/// clients before moves were followed recorded it). Page 7 ends with 0, 13's hole and 9.
 fn fixture() -> MemorySnapshot {
     let main = "main";
     let reserve = |time, bytes, page, offset, id, label: &str| {
@@ -103,8 +105,11 @@ fn fixture() -> MemorySnapshot {
             event(2_800, "PageMade", 262_144, "upload", 20),
             json!({"pool": "upload 256.00 KiB"}),
         ),
+        // The budget refused it: 2.25 MiB = 1.125 MiB of pages held + 1 MiB of pages given
+        // back that the device still used + 128 KiB free.
         json!({"time_us": 3_000, "kind": "OutOfMemory", "bytes": 524_288, "memory": "upload",
-               "label": "model/huge", "free_bytes": 131_072}),
+               "label": "model/huge", "free_bytes": 131_072, "budget": 2_359_296,
+               "held_bytes": 1_179_648, "retiring_bytes": 1_048_576}),
         free(2_900, 100, 8, 512, 13),
         json!({"time_us": 3_500, "kind": "Launch", "bytes": 0, "label": "matmul"}),
     ];
@@ -132,6 +137,7 @@ fn fixture() -> MemorySnapshot {
         ],
         "history": history,
         "history_dropped": 0,
+        "budget": 2_359_296,
         "report": {"streams": []},
     });
     MemorySnapshot::from_json(&snapshot.to_string()).expect("the fixture is a snapshot")
@@ -226,7 +232,8 @@ const PYTHON_CHECK: &str = r#"
 import json, pickle, sys
 with open(sys.argv[1], "rb") as f:
     s = pickle.load(f)
-assert type(s) is dict and set(s) == {"segments", "device_traces"}, s.keys()
+assert type(s) is dict and set(s) == {"segments", "device_traces", "allocator_settings"}, s.keys()
+assert type(s["allocator_settings"]) is dict
 FRAME = {"filename": str, "line": int, "name": str}
 SEGMENT = {"device": int, "address": int, "total_size": int, "allocated_size": int,
            "active_size": int, "requested_size": int, "stream": int, "segment_type": str,
@@ -260,10 +267,8 @@ for entry in s["device_traces"][0]:
     if action == "oom":
         schema = dict(TRACE, device_free=int)
         del schema["addr"]
-    elif action in ("alloc", "free_requested", "free_completed"):
-        schema = dict(TRACE, segment_pool_id=tuple)
     else:
-        schema = TRACE
+        schema = dict(TRACE, segment_pool_id=tuple)
     check(entry, schema)
     assert action in ("alloc", "free_requested", "free_completed",
                       "segment_alloc", "segment_free", "oom")
@@ -468,7 +473,8 @@ fn segments_carry_their_memory_and_pool_names() {
         ]
     );
     let upload = &segments(&value)[2];
-    assert_eq!(upload["stream"], 2);
+    // The first memory after main that the trace names: the viewer's stream 1.
+    assert_eq!(upload["stream"], 1);
     assert_eq!(upload["blocks"][0]["frames"][0]["name"], "upload");
 }
 
@@ -533,7 +539,7 @@ fn a_live_staging_slice_is_allocated_at_the_snapshot_not_from_the_start() {
         STARTED_UNIX_US + snapshot.taken_us
     );
     assert_eq!(int(&allocs[0]["size"]), 1000);
-    assert_eq!(allocs[0]["stream"], 2);
+    assert_eq!(allocs[0]["stream"], 1);
 }
 
 /// An `oom` entry says what was free (the viewers print "X memory free"), from the
@@ -548,6 +554,7 @@ fn out_of_memory_entries_carry_the_free_bytes() {
     assert_eq!(ooms.len(), 1);
     assert_eq!(int(&ooms[0]["device_free"]), 131_072);
     assert_eq!(int(&ooms[0]["size"]), 524_288);
-    assert_eq!(ooms[0]["stream"], 2);
-    assert_eq!(ooms[0]["frames"][0]["name"], "model/huge");
+    assert_eq!(ooms[0]["stream"], 1);
+    let frames = ooms[0]["frames"].as_array().unwrap();
+    assert_eq!(frames.last().unwrap()["name"], "model/huge");
 }
