@@ -284,7 +284,10 @@ impl Server {
 
     /// Drops the cached bind groups once the main memory gave a page back: each holds
     /// its pages' buffers (in the group and in its key), which would keep a given-back
-    /// page alive inside wgpu until the cache let go of it.
+    /// page alive inside wgpu until the cache let go of it. Runs whenever the pending
+    /// work is taken ([`take_batch`](Self::take_batch)), before the pages given back so
+    /// far are closed into the bucket the budget credits once the device is done: the
+    /// bind groups are the only cache of ours that holds main pages' buffers.
     pub(crate) fn forget_given_back_pages(&mut self) {
         let deallocations = self.main.storage().deallocations();
         if deallocations != self.seen_deallocations {
@@ -380,6 +383,10 @@ impl Server {
     pub(crate) fn take_batch(&mut self) -> Option<Batch> {
         self.uploads.close_batch();
         self.main.release_moved();
+        // Every path that gives a page back (a cleanup, a reservation, an install, a
+        // compaction) ends up here before the page's bytes can be credited: the caches
+        // let go of it first, so a credited page is gone from the device too.
+        self.forget_given_back_pages();
         let retiring = self.budget.close_retiring();
         if self.pending.is_empty() && retiring.is_none() {
             return None;

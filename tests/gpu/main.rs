@@ -19,6 +19,7 @@ mod device;
 mod device_loss;
 mod device_memory;
 mod failures;
+mod given_back;
 mod history;
 #[path = "../../examples/matmul/job.rs"]
 #[allow(dead_code)]
