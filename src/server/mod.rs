@@ -249,9 +249,19 @@ impl Server {
         pin: memory::pins::PinGuard,
     ) -> Result<HandleResource, ClientError> {
         let mut resource = self.resource(handle)?;
+        self.lend_page(handle)?;
         resource._pin = Some(pin);
         resource._export = Some(self.export(handle));
         Ok(resource)
+    }
+
+    /// Marks the page of `handle`'s slice as lent to the application: its own work on
+    /// it is never seen finished, so once given back the page waits for the device to
+    /// finish the work submitted before (see `storage::wgpu_storage::fences`).
+    fn lend_page(&self, handle: &Handle) -> Result<(), ClientError> {
+        let page = self.main.get_storage(&handle.binding())?.id;
+        self.main.storage_ref().lend(&page);
+        Ok(())
     }
 
     /// The epoch the application's submissions, syncs and cleanups advance (see
@@ -379,7 +389,8 @@ impl Server {
     /// The ranges that slices moved by a compaction left are released here: the batch
     /// carries their copies, and whatever is recorded next lands in a later submission.
     /// The batch also carries the budget's bucket of pages given back so far (a batch
-    /// with no work when only that is there), credited once the device is done with it.
+    /// with no work when only that is there), credited once the device is done with it,
+    /// and, when it carries work, its fence, completed then.
     pub(crate) fn take_batch(&mut self) -> Option<Batch> {
         self.uploads.close_batch();
         self.main.release_moved();
@@ -391,8 +402,12 @@ impl Server {
         if self.pending.is_empty() && retiring.is_none() {
             return None;
         }
+        // The batch's serial ends here: pages handed out for work recorded from now on
+        // are stamped with the next one (see `storage::wgpu_storage::fences`).
+        let fence = (!self.pending.is_empty()).then(|| self.budget.fences().close());
         let mut batch = self.pending.take();
         batch.retiring = retiring;
+        batch.fence = fence;
         Some(batch)
     }
 

@@ -1,5 +1,7 @@
 //! Pages given back, as wgpu's own allocator counts them: a page the budget credits is
-//! gone from the device (no cache of ours keeps it alive).
+//! gone from the device (no cache of ours keeps it alive), and a pool that gives pages
+//! back before it grows frees them at the device first when no work in flight uses
+//! them; when some may, the budget counts both.
 
 use crate::device::fresh;
 use wgpu_memory::memory_management::parse_memory_config;
@@ -62,5 +64,78 @@ pools = [{ type = "exclusive", max_alloc_size = "64 MiB", dealloc_period = 1000 
         "after install and sync the budget holds {held} bytes, wgpu {} bytes above the start",
         now.saturating_sub(base)
     );
+    assert!(client.uncaptured_errors().is_empty());
+}
+
+/// A pool that grows after giving a free page back, with no work in flight on that
+/// page, frees it at the device before it makes the new one: the device never holds
+/// both, and the budget holds only the new page.
+#[test]
+fn a_grow_after_a_give_back_frees_the_old_page_first() {
+    let Some(client) = fresh() else { return };
+    let Some(base) = allocated(&client) else {
+        eprintln!("skipping: this backend has no allocator report");
+        return;
+    };
+    let kernel = touch();
+    let small = client.empty(2 * MIB).unwrap();
+    client.launch(&kernel, [1, 1, 1], &[&small]).unwrap();
+    client.sync().unwrap();
+    assert!(allocated(&client).unwrap() >= 2 * MIB, "a 2 MiB page");
+    drop(small);
+    // The shared band has only a free 2 MiB page: it gives it back, then makes 4 MiB.
+    let large = client.empty(4 * MIB).unwrap();
+    let now = allocated(&client).unwrap();
+    let held = client.budget().held;
+    assert!(
+        now <= base + 4 * MIB + SLACK,
+        "wgpu holds {} bytes above the start for one 4 MiB page (budget: {held})",
+        now.saturating_sub(base)
+    );
+    assert!(held <= 4 * MIB, "the budget still holds {held} bytes");
+    let report = client.memory_report();
+    assert_eq!(report.streams[0].pools.usage().bytes_reserved, 4 * MIB);
+    // The new page works.
+    client.launch(&kernel, [1, 1, 1], &[&large]).unwrap();
+    client.sync().unwrap();
+    assert!(client.uncaptured_errors().is_empty());
+}
+
+/// When the page given back may still be used by recorded work (a launch on it not
+/// submitted yet), it cannot be freed first: the device holds both until that work is
+/// done, and the budget counts both meanwhile (never less than the device holds).
+#[test]
+fn a_grow_after_a_give_back_under_recorded_work_counts_both() {
+    let Some(client) = fresh() else { return };
+    let Some(base) = allocated(&client) else {
+        eprintln!("skipping: this backend has no allocator report");
+        return;
+    };
+    let kernel = touch();
+    let small = client.empty(2 * MIB).unwrap();
+    client.launch(&kernel, [1, 1, 1], &[&small]).unwrap();
+    drop(small);
+    let large = client.empty(4 * MIB).unwrap();
+    let now = allocated(&client).unwrap();
+    let held = client.budget().held;
+    assert_eq!(
+        held,
+        6 * MIB,
+        "the old page is held until the launch on it is done"
+    );
+    assert!(
+        held + SLACK >= now.saturating_sub(base),
+        "the budget holds {held} bytes while wgpu holds {} above the start",
+        now.saturating_sub(base)
+    );
+    client.launch(&kernel, [1, 1, 1], &[&large]).unwrap();
+    client.sync().unwrap();
+    let after = allocated(&client).unwrap();
+    assert!(
+        after <= base + 4 * MIB + SLACK,
+        "once the work is done only the new page stays: {} bytes above the start",
+        after.saturating_sub(base)
+    );
+    assert_eq!(client.budget().held, 4 * MIB);
     assert!(client.uncaptured_errors().is_empty());
 }

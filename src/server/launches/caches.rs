@@ -10,8 +10,10 @@
 //!   keeps its pages alive inside wgpu, so the server empties this cache once the main
 //!   memory gave a page back (the memory counts its deallocations): at the next bind
 //!   group it makes, when a reservation runs out of room, and whenever the pending work
-//!   is taken for a submit, which comes before the budget can credit the page. So a
-//!   page the budget credits is never kept alive here.
+//!   is taken for a submit, which comes before the budget can credit a page that work
+//!   may still use. (A page no unfinished work uses is destroyed when it is given back:
+//!   a clone left here holds no device memory.) So no page the budget credits is kept
+//!   alive here.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::hash::Hash;
