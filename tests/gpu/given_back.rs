@@ -139,3 +139,33 @@ fn a_grow_after_a_give_back_under_recorded_work_counts_both() {
     assert_eq!(client.budget().held, 4 * MIB);
     assert!(client.uncaptured_errors().is_empty());
 }
+
+/// A page whose buffer the application was lent (`resource`) is never destroyed when it
+/// is given back: the application's own work on it, recorded before and submitted
+/// after, is not seen by the client, and must not meet a destroyed buffer.
+#[test]
+fn a_lent_page_given_back_is_not_destroyed_under_the_applications_work() {
+    let Some(client) = fresh() else { return };
+    let small = client.empty(2 * MIB).unwrap();
+    let other = client.empty(4096).unwrap();
+    let mut encoder = client.device().create_command_encoder(&Default::default());
+    {
+        let from = client.resource(&other).unwrap();
+        let to = client.resource(&small).unwrap();
+        encoder.copy_buffer_to_buffer(&from.buffer, from.offset, &to.buffer, to.offset, 4096);
+    }
+    drop(small);
+    // Work of the client's own after the export, finished by the sync: the batch the
+    // page was handed out in is done. The sync also ends the export's hold; the grow
+    // then gives the 2 MiB page back.
+    client.write(&other, 0, &[1; 4]).unwrap();
+    client.sync().unwrap();
+    let _large = client.empty(4 * MIB).unwrap();
+    client.queue().submit([encoder.finish()]);
+    client.sync().unwrap();
+    assert!(
+        client.uncaptured_errors().is_empty(),
+        "{:?}",
+        client.uncaptured_errors()
+    );
+}
