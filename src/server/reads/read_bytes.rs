@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 /// The bytes a read returned: a view into the mapped staging buffer, not a copy.
 ///
-/// Derefs to `&[u8]`; `to_vec()` makes an owned copy. While any `ReadBytes` of a read is
+/// Derefs to `&[u8]`; `to_vec()` makes an owned copy. The bytes start at an address
+/// aligned to at least 4 bytes, so `bytemuck::cast_slice` to `f32`, `u32` and the like
+/// works; an empty read derefs to an empty slice at a 16-byte-aligned address. While any `ReadBytes` of a read is
 /// alive its staging slice stays mapped and out of reuse; dropping the last one unmaps
 /// it and returns the slice to the staging pool. Hold them briefly: a held read keeps
 /// its staging bytes reserved.
@@ -32,13 +34,20 @@ impl ReadBytes {
     }
 }
 
+/// A zero-size array at a 16-byte-aligned address: what an empty read derefs to. A
+/// plain `&[]` sits at address 1, which casts to no slice of a wider type.
+#[repr(C, align(16))]
+struct AlignedEmpty([u8; 0]);
+
+static EMPTY: AlignedEmpty = AlignedEmpty([]);
+
 impl Deref for ReadBytes {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
         match &self.mapping {
-            Some(mapping) => &mapping.bytes()[self.range.clone()],
-            None => &[],
+            Some(mapping) if !self.range.is_empty() => &mapping.bytes()[self.range.clone()],
+            _ => &EMPTY.0,
         }
     }
 }
@@ -59,3 +68,16 @@ const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<ReadBytes>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::ReadBytes;
+
+    #[test]
+    fn an_empty_read_derefs_to_an_aligned_empty_slice() {
+        let empty = ReadBytes::empty();
+        assert!(empty.is_empty());
+        assert_eq!(empty.as_ptr() as usize % 16, 0, "{:p}", empty.as_ptr());
+        assert!(bytemuck::cast_slice::<u8, [f32; 4]>(&empty).is_empty());
+    }
+}
