@@ -260,13 +260,11 @@ impl Batch {
         // Credited, and the fence finished, once the device is done with this submission
         // and every earlier one: no work that could use a page of the bucket, or a page
         // stamped with this batch, is left then.
-        let done = (retiring.is_some() || fence.is_some()).then(|| {
-            move || {
-                if let Some(fence) = fence {
-                    fence.finished();
-                }
-                drop(retiring);
+        let done = (retiring.is_some() || fence.is_some()).then_some(move || {
+            if let Some(fence) = fence {
+                fence.finished();
             }
+            drop(retiring);
         });
         // Unmapped in scopes of their own: an unmap wgpu refuses is no error of the
         // recorded work, so it must not fail the batch and claim outputs that ran.

@@ -6,9 +6,10 @@
 //! created past the cap.
 //!
 //! A page given back that no unfinished work uses (its last use is in a batch the device
-//! is known to be done with, see [`fences`](super::fences)) is destroyed when the storage
-//! drops it, so wgpu frees its device memory at once, and its bytes are credited at once
-//! ([`Budget::release`]). Any other page given back is not free yet: wgpu keeps a
+//! is known to be done with, see [`fences`](super::fences)) is destroyed at once, on the
+//! reclaimer's thread when there is one (a storage waits for that thread before it
+//! creates a page), and its bytes are credited right after, without waiting for the
+//! device (`Budget::free_page`). Any other page given back is not free yet: wgpu keeps a
 //! dropped buffer alive (and its device memory allocated) while recorded or submitted
 //! work uses it. So such a page's bytes stay charged until the device is done with every
 //! piece of work that could use it, in three steps:
