@@ -34,6 +34,7 @@ mod polling;
 mod queue;
 mod reads;
 mod ring;
+mod streamed_reads;
 mod submit;
 
 pub use crate::report::{BudgetUse, DeviceMemory};
@@ -52,6 +53,7 @@ pub use hooks::{DeviceLostCallback, MAX_CALLBACKS, UncapturedErrorCallback};
 pub use memory_history::LabelScope;
 pub use mode::ModeWindow;
 pub use queue::{ClientQueue, ClientWriteBufferView};
+pub use streamed_reads::MIN_STREAMED_PART;
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,

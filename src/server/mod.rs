@@ -57,7 +57,8 @@ pub(crate) use memory::history::{FreeRecord, History};
 #[cfg(test)]
 pub(crate) use reads::poller::poller_thread_name;
 pub(crate) use reads::poller::{Poller, TurnHeld};
-pub(crate) use reads::readback::{PendingMap, ReadFuture};
+pub(crate) use reads::readback::{PendingMap, ReadFuture, ReadPlan};
+pub(crate) use reads::streamed::{piece_sets, streamed_slice};
 pub(crate) use segments::SegmentQueue;
 pub(crate) use uploads::upload::copy_bytes;
 

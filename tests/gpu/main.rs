@@ -6,6 +6,7 @@ mod abandoned_reads;
 mod app_errors;
 mod batch_failure;
 mod budget;
+mod budget_reads;
 mod callbacks;
 mod cases;
 #[path = "../../examples/matmul/chain.rs"]
