@@ -35,6 +35,7 @@ mod polling;
 mod queue;
 mod reads;
 mod ring;
+mod streamed_reads;
 mod submit;
 mod summary;
 
@@ -54,6 +55,7 @@ pub use hooks::{DeviceLostCallback, MAX_CALLBACKS, UncapturedErrorCallback};
 pub use memory_history::LabelScope;
 pub use mode::ModeWindow;
 pub use queue::{ClientQueue, ClientWriteBufferView};
+pub use streamed_reads::MIN_STREAMED_PART;
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,

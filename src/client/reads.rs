@@ -3,7 +3,7 @@
 
 use super::Client;
 use crate::report::EventKind;
-use crate::server::{ClientError, Handle, PendingMap, ReadBytes, ReadFuture};
+use crate::server::{ClientError, Handle, PendingMap, ReadBytes, ReadFuture, ReadPlan, Server};
 
 impl Client {
     /// Reads the whole handle back, zero-copy: the bytes are a view of the mapped
@@ -16,11 +16,24 @@ impl Client {
     /// client's lock while it waits. Dropping it early gives its staging slice back once
     /// the map completes. A zero-size read issues no GPU work.
     ///
+    /// Under a budget ([`set_budget`](Self::set_budget)), a read whose staging does not
+    /// fit in the room left, even after every free page went back, is streamed: one
+    /// staging slice of at most that room (at least
+    /// [`MIN_STREAMED_PART`](super::MIN_STREAMED_PART)) is reserved, and the bytes are
+    /// copied through it in parts, each part a round trip to the device, into host
+    /// memory the returned `ReadBytes` owns (still one per handle, 4-byte aligned). This
+    /// call then blocks the calling thread until every part is copied, and the future it
+    /// returns is ready. The budget is never crossed. Work this thread records after the
+    /// call is never seen by the read; work other threads record meanwhile on the same
+    /// handles may land between two parts.
+    ///
     /// # Errors
     /// [`ClientError::Unwritten`] when a failure claims bytes of the handle (the report
     /// names the root wgpu error and the skipped kernels); [`ClientError::Unallocated`]
     /// when the handle has no slice; [`ClientError::Reserve`] when no staging memory is
-    /// left ([`ClientError::OutOfMemory`] when the staging would cross the budget); [`ClientError::DeviceLost`] when the device is lost before or during the
+    /// left ([`ClientError::OutOfMemory`] when the staging would cross the budget and
+    /// less than [`MIN_STREAMED_PART`](super::MIN_STREAMED_PART) is left under it to
+    /// stream it through); [`ClientError::DeviceLost`] when the device is lost before or during the
     /// read; [`ClientError::Wgpu`] when wgpu refuses the batch; [`ClientError::Map`] when
     /// mapping fails.
     pub fn read(
@@ -49,8 +62,20 @@ impl Client {
     fn start_read(&self, handles: &[&Handle]) -> ReadFuture {
         self.notice_loss();
         let parts: Vec<(&Handle, u64, u64)> = handles.iter().map(|h| (*h, 0, h.size)).collect();
-        let (started, refusal) =
-            self.retry_over_budget(|| self.record_and_submit_read(&parts), || true);
+        let (started, refusal) = self.retry_over_budget(
+            || self.record_and_submit(&parts, |server| server.start_read(&parts)),
+            || true,
+        );
+        let refused = refusal.is_some()
+            && matches!(&started, Err(ClientError::Reserve(error)) if error.is_out_of_room());
+        if refused && let Some(streamed) = self.stream_read(&parts) {
+            return ReadFuture::done(
+                streamed,
+                self.shared.poller.clone(),
+                self.shared.device.clone(),
+                self.shared.lost.clone(),
+            );
+        }
         let started = self.explain_budget(started, refusal);
         ReadFuture::new(
             started,
@@ -61,18 +86,17 @@ impl Client {
         )
     }
 
-    /// Records the read's copies, submits the batch that carries them, and requests the
-    /// staging map behind that submission.
-    fn record_and_submit_read(
+    /// Records the copies of a read of `parts` (`start` records them), submits the batch
+    /// that carries them, and requests the staging map behind that submission.
+    pub(super) fn record_and_submit(
         &self,
         parts: &[(&Handle, u64, u64)],
+        start: impl FnOnce(&mut Server) -> Result<Option<ReadPlan>, ClientError>,
     ) -> Result<Option<PendingMap>, ClientError> {
         let _turn = self.turn();
         let (plan, batch) = {
             let mut server = self.shared.server.lock();
-            let plan = server
-                .start_read(parts)
-                .inspect_err(|_| self.record_pages(&mut server))?;
+            let plan = start(&mut server).inspect_err(|_| self.record_pages(&mut server))?;
             let bytes = parts.iter().map(|(_, _, len)| len).sum();
             // One handle's read names it; a read of many names none.
             let single = match parts {

@@ -24,6 +24,7 @@ use super::segments::{Outcome, Segment, SegmentQueue};
 use super::upload_page::UploadPage;
 use crate::storage::wgpu_storage::budget::Retiring;
 use crate::storage::wgpu_storage::error::capture;
+use crate::storage::wgpu_storage::fences::BatchFence;
 use cubecl_runtime::memory_management::{ManagedMemoryBinding, WeakMemoryBinding};
 use std::ops::Range;
 
@@ -95,6 +96,9 @@ pub(crate) struct Batch {
     /// The bytes of pages given back up to this batch: credited to the budget once the
     /// device is done with it (see `storage::wgpu_storage::budget`).
     pub(crate) retiring: Option<Retiring>,
+    /// The batch's serial, finished once the device is done with it (see
+    /// `storage::wgpu_storage::fences`); `None` for a batch without work.
+    pub(crate) fence: Option<BatchFence>,
 }
 
 impl PendingWork {
@@ -218,6 +222,7 @@ impl PendingWork {
             segments: std::mem::take(&mut self.sealed),
             uploads: std::mem::take(&mut self.uploads),
             retiring: None,
+            fence: None,
         };
         self.dispatches = 0;
         self.bytes = 0;
@@ -250,10 +255,17 @@ impl Batch {
             segments,
             uploads,
             retiring,
+            fence,
         } = self;
-        // Credited once the device is done with this submission and every earlier one:
-        // no work that could use a page of the bucket is left then.
-        let retiring = retiring.map(|bucket| move || drop(bucket));
+        // Credited, and the fence finished, once the device is done with this submission
+        // and every earlier one: no work that could use a page of the bucket, or a page
+        // stamped with this batch, is left then.
+        let done = (retiring.is_some() || fence.is_some()).then_some(move || {
+            if let Some(fence) = fence {
+                fence.finished();
+            }
+            drop(retiring);
+        });
         // Unmapped in scopes of their own: an unmap wgpu refuses is no error of the
         // recorded work, so it must not fail the batch and claim outputs that ran.
         let ((), unmap_error) = capture(device, || {
@@ -272,8 +284,8 @@ impl Batch {
             Some(index) => index,
             None => queue.submit(std::iter::empty()),
         };
-        if let Some(credit) = retiring {
-            queue.on_submitted_work_done(credit);
+        if let Some(done) = done {
+            queue.on_submitted_work_done(done);
         }
         for page in uploads {
             page.remap();

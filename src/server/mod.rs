@@ -57,7 +57,8 @@ pub(crate) use memory::history::{FreeRecord, History};
 #[cfg(test)]
 pub(crate) use reads::poller::poller_thread_name;
 pub(crate) use reads::poller::{Poller, TurnHeld};
-pub(crate) use reads::readback::{PendingMap, ReadFuture};
+pub(crate) use reads::readback::{PendingMap, ReadFuture, ReadPlan};
+pub(crate) use reads::streamed::{piece_sets, streamed_slice};
 pub(crate) use segments::SegmentQueue;
 pub(crate) use uploads::upload::copy_bytes;
 
@@ -249,9 +250,19 @@ impl Server {
         pin: memory::pins::PinGuard,
     ) -> Result<HandleResource, ClientError> {
         let mut resource = self.resource(handle)?;
+        self.lend_page(handle)?;
         resource._pin = Some(pin);
         resource._export = Some(self.export(handle));
         Ok(resource)
+    }
+
+    /// Marks the page of `handle`'s slice as lent to the application: its own work on
+    /// it is never seen finished, so once given back the page waits for the device to
+    /// finish the work submitted before (see `storage::wgpu_storage::fences`).
+    fn lend_page(&self, handle: &Handle) -> Result<(), ClientError> {
+        let page = self.main.get_storage(&handle.binding())?.id;
+        self.main.storage_ref().lend(&page);
+        Ok(())
     }
 
     /// The epoch the application's submissions, syncs and cleanups advance (see
@@ -284,7 +295,10 @@ impl Server {
 
     /// Drops the cached bind groups once the main memory gave a page back: each holds
     /// its pages' buffers (in the group and in its key), which would keep a given-back
-    /// page alive inside wgpu until the cache let go of it.
+    /// page alive inside wgpu until the cache let go of it. Runs whenever the pending
+    /// work is taken ([`take_batch`](Self::take_batch)), before the pages given back so
+    /// far are closed into the bucket the budget credits once the device is done: the
+    /// bind groups are the only cache of ours that holds main pages' buffers.
     pub(crate) fn forget_given_back_pages(&mut self) {
         let deallocations = self.main.storage().deallocations();
         if deallocations != self.seen_deallocations {
@@ -376,16 +390,25 @@ impl Server {
     /// The ranges that slices moved by a compaction left are released here: the batch
     /// carries their copies, and whatever is recorded next lands in a later submission.
     /// The batch also carries the budget's bucket of pages given back so far (a batch
-    /// with no work when only that is there), credited once the device is done with it.
+    /// with no work when only that is there), credited once the device is done with it,
+    /// and, when it carries work, its fence, completed then.
     pub(crate) fn take_batch(&mut self) -> Option<Batch> {
         self.uploads.close_batch();
         self.main.release_moved();
+        // Every path that gives a page back (a cleanup, a reservation, an install, a
+        // compaction) ends up here before the page's bytes can be credited: the caches
+        // let go of it first, so a credited page is gone from the device too.
+        self.forget_given_back_pages();
         let retiring = self.budget.close_retiring();
         if self.pending.is_empty() && retiring.is_none() {
             return None;
         }
+        // The batch's serial ends here: pages handed out for work recorded from now on
+        // are stamped with the next one (see `storage::wgpu_storage::fences`).
+        let fence = (!self.pending.is_empty()).then(|| self.budget.fences().close());
         let mut batch = self.pending.take();
         batch.retiring = retiring;
+        batch.fence = fence;
         Some(batch)
     }
 

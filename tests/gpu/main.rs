@@ -6,6 +6,7 @@ mod abandoned_reads;
 mod app_errors;
 mod batch_failure;
 mod budget;
+mod budget_reads;
 mod callbacks;
 mod cases;
 #[path = "../../examples/matmul/chain.rs"]
@@ -20,6 +21,7 @@ mod device_loss;
 mod device_memory;
 mod failures;
 mod fill_calls;
+mod given_back;
 mod history;
 #[path = "../../examples/matmul/job.rs"]
 #[allow(dead_code)]

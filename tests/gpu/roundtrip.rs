@@ -140,3 +140,19 @@ fn the_applications_own_copy_sees_the_clients_recorded_write() {
         client.uncaptured_errors()
     );
 }
+
+/// A zero-size read derefs to an empty slice at an aligned address, so casting it to a
+/// slice of `f32` (or any type up to 16-byte alignment) works, alone or among others.
+#[test]
+fn a_zero_size_read_casts_to_any_slice() {
+    let Some(client) = shared() else { return };
+    let zero = client.empty(0).unwrap();
+    let read = client.read_blocking(&zero).unwrap();
+    assert!(read.is_empty());
+    assert_eq!(read.as_ptr() as usize % 16, 0, "{:p}", read.as_ptr());
+    assert!(bytemuck::cast_slice::<u8, f32>(&read).is_empty());
+    let four = client.create(&1.5f32.to_le_bytes()).unwrap();
+    let both = client.read_many_blocking(&[&zero, &four]).unwrap();
+    assert!(bytemuck::cast_slice::<u8, f32>(&both[0]).is_empty());
+    assert_eq!(bytemuck::cast_slice::<u8, f32>(&both[1]), &[1.5]);
+}

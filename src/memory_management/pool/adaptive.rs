@@ -346,8 +346,10 @@ impl AdaptivePool {
         self.sweep(storage, Sweep::CatchUp);
         // The band's bet on its free pages is lost; the other band's is not (a loop
         // that uses both bands would otherwise re-make each band's pages every pass).
-        // Released pages go back before the new one is made, so the device never holds
-        // both.
+        // Released pages go back to the storage before the new one is made: a storage
+        // that frees a page at once when no unfinished work uses it (`WgpuStorage`)
+        // never has the device hold both then; one that work in flight may still use
+        // stays until that work is done, and the budget counts both meanwhile.
         if self.release_where(storage, |tier| tier.band == band) > 0 {
             storage.flush();
         }

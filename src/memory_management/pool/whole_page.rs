@@ -178,7 +178,9 @@ impl WholePagePool {
             }
             _ => false,
         };
-        // Released pages leave the device before the new one is made.
+        // Released pages go back to the storage before the new one is made: freed at the
+        // device at once when no unfinished work uses them (`WgpuStorage`), otherwise
+        // held, and counted by the budget beside the new one, until that work is done.
         if released {
             storage.flush();
         }

@@ -7,11 +7,13 @@
 //!   a launch over the same slices reuses the bind group instead of asking wgpu for a
 //!   new one (a measurable share of a small launch's cost). At most
 //!   [`MAX_BIND_GROUPS`] are kept, least recently used first out. A cached bind group
-//!   keeps its pages alive inside wgpu, so the server empties this cache at the next
-//!   bind group it makes after the main memory gave a page back (the memory counts its
-//!   deallocations; a cache hit does not look), and when a reservation runs out of room
-//!   and releases what is idle. Until then a given-back page stays alive in wgpu,
-//!   bounded by the cache's size.
+//!   keeps its pages alive inside wgpu, so the server empties this cache once the main
+//!   memory gave a page back (the memory counts its deallocations): at the next bind
+//!   group it makes, when a reservation runs out of room, and whenever the pending work
+//!   is taken for a submit, which comes before the budget can credit a page that work
+//!   may still use. (A page no unfinished work uses is destroyed when it is given back:
+//!   a clone left here holds no device memory.) So no page the budget credits is kept
+//!   alive here.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::hash::Hash;

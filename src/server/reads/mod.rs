@@ -6,3 +6,4 @@ pub(super) mod poller;
 pub(super) mod read_bytes;
 pub(super) mod read_plan;
 pub(super) mod readback;
+pub(super) mod streamed;

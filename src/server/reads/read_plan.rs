@@ -42,6 +42,14 @@ pub(crate) struct Layout {
 /// names the part whose page the run copies from. Zero-size parts take no bytes and
 /// no copy.
 pub(crate) fn layout(sources: &[Source]) -> Layout {
+    layout_with_gap(sources, MAX_COPIED_GAP)
+}
+
+/// [`layout`], joining parts of one page into a run only when at most `max_gap` bytes
+/// lie between them. With 0, only touching or overlapping parts join, so the range
+/// holds at most the parts' lengths rounded up to 4 bytes, summed: a streamed read
+/// lays its parts out so to stay within the staging it holds.
+pub(crate) fn layout_with_gap(sources: &[Source], max_gap: u64) -> Layout {
     // Sorted by (page, start, read order): the keys sit in the vector itself, and a
     // read whose parts come in page order (the usual case) is one pass over it.
     let mut order: Vec<(StorageId, u64, usize)> = sources
@@ -58,8 +66,7 @@ pub(crate) fn layout(sources: &[Source]) -> Layout {
         let source = &sources[index];
         let end = source.start + source.len.next_multiple_of(COPY_ALIGNMENT);
         let joins = runs.last().is_some_and(|run| {
-            sources[run.source].page == source.page
-                && source.start <= run.start + run.len + MAX_COPIED_GAP
+            sources[run.source].page == source.page && source.start <= run.start + run.len + max_gap
         });
         if !joins {
             runs.push(Run {
@@ -129,6 +136,22 @@ mod tests {
         for (index, &(at, len)) in layout.parts.iter().enumerate() {
             assert!(at + len <= layout.total, "part {index}");
         }
+    }
+
+    #[test]
+    fn without_a_gap_only_touching_parts_share_a_copy() {
+        let page = StorageId::new();
+        let part = |start, len| Source { page, start, len };
+        let sources = [part(0, 6), part(8, 4), part(100, 4)];
+        let joined = layout(&sources);
+        assert_eq!((joined.runs.len(), joined.total), (1, 104));
+        let apart = layout_with_gap(&sources, 0);
+        assert_eq!(apart.runs.len(), 2, "0..8 and 8..12 touch; 100 is apart");
+        assert_eq!(
+            apart.total, 16,
+            "the parts' lengths rounded up to 4, summed"
+        );
+        assert_eq!(apart.parts, vec![(0, 6), (8, 4), (12, 4)]);
     }
 
     #[test]

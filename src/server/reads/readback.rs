@@ -252,16 +252,38 @@ impl Server {
                 limit,
             });
         }
-        let buffers = runs
-            .iter()
-            .map(|run| self.read_page(sources[run.source].page).cloned())
-            .collect::<Result<Vec<_>, ClientError>>()?;
+        let buffers = self.run_pages(&sources, &runs)?;
         let staging = self.reserve_readback(total)?;
+        let layout = Layout { runs, parts, total };
+        self.record_read(layout, &buffers, staging, pins).map(Some)
+    }
+
+    /// The page each run of a read copies from (a clone per run, not per part).
+    pub(super) fn run_pages(
+        &self,
+        sources: &[Source],
+        runs: &[read_plan::Run],
+    ) -> Result<Vec<wgpu::Buffer>, ClientError> {
+        runs.iter()
+            .map(|run| self.read_page(sources[run.source].page).cloned())
+            .collect()
+    }
+
+    /// Records the copies of `layout` (from `buffers`, one per run) into the start of
+    /// the staging slice `staging`, in the pending encoder.
+    pub(super) fn record_read(
+        &mut self,
+        layout: Layout,
+        buffers: &[wgpu::Buffer],
+        staging: ManagedMemoryHandle,
+        pins: crate::server::memory::pins::PinGuard,
+    ) -> Result<ReadPlan, ClientError> {
+        let Layout { runs, parts, total } = layout;
         let target = self
             .staging
             .get_resource(&staging.clone().binding(), None, None)?;
         let encoder = self.pending.encoder(&self.device);
-        for (run, buffer) in runs.iter().zip(&buffers) {
+        for (run, buffer) in runs.iter().zip(buffers) {
             encoder.copy_buffer_to_buffer(
                 buffer,
                 run.start,
@@ -273,20 +295,23 @@ impl Server {
         // One command is counted by `encoder`; every further copy is one more.
         self.pending.count_commands(runs.len().saturating_sub(1));
         self.pending.count_bytes(total);
-        Ok(Some(ReadPlan {
+        Ok(ReadPlan {
             staging,
             buffer: target.buffer,
             range: target.offset..target.offset + total,
             parts,
             pins,
-        }))
+        })
     }
 
     /// Where each part's bytes are: its page and its byte range there. Refuses a read of
     /// a foreign handle, of a handle without a slice and of bytes a failure claims (naming
     /// the root failure and the chain of skipped kernels), the first such part's error.
     /// One binding and one slice lookup per part; no buffer is cloned here.
-    fn read_sources(&mut self, parts: &[(&Handle, u64, u64)]) -> Result<Vec<Source>, ClientError> {
+    pub(super) fn read_sources(
+        &mut self,
+        parts: &[(&Handle, u64, u64)],
+    ) -> Result<Vec<Source>, ClientError> {
         let mut sources = Vec::with_capacity(parts.len());
         for (handle, offset, len) in parts {
             self.check_owner(handle, "read")?;
@@ -341,6 +366,8 @@ pub(crate) struct ReadFuture {
     started: Result<Option<PendingMap>, Option<ClientError>>,
     /// Zero-size reads: the parts' count, answered without GPU work.
     empty_parts: usize,
+    /// A read already done when the future was made (a streamed read): its answer.
+    done: Option<Result<Vec<ReadBytes>, ClientError>>,
     poller: Arc<Poller>,
     device: wgpu::Device,
     lost: crate::server::faults::lost::DeviceLoss,
@@ -361,11 +388,24 @@ impl ReadFuture {
         Self {
             started: started.map_err(Some),
             empty_parts: parts,
+            done: None,
             poller,
             device,
             lost,
             unconfirmed: None,
         }
+    }
+
+    /// A future that answers `result` at once: a read done before it was made.
+    pub(crate) fn done(
+        result: Result<Vec<ReadBytes>, ClientError>,
+        poller: Arc<Poller>,
+        device: wgpu::Device,
+        lost: crate::server::faults::lost::DeviceLoss,
+    ) -> Self {
+        let mut future = Self::new(Ok(None), 0, poller, device, lost);
+        future.done = Some(result);
+        future
     }
 
     /// Blocks the calling thread until the read completes (the poller thread waits on
@@ -394,6 +434,9 @@ impl Future for ReadFuture {
     type Output = Result<Vec<ReadBytes>, ClientError>;
 
     fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some(result) = self.done.take() {
+            return Poll::Ready(result);
+        }
         if let Some((ticket, error)) = self.unconfirmed.take() {
             if self.poller.still_after_poll(ticket, context.waker()) {
                 self.unconfirmed = Some((ticket, error));

@@ -141,7 +141,9 @@ impl Server {
         self.staging.cleanup(Cleanup::Explicit);
         self.uploads.memory.cleanup(Cleanup::Explicit);
         let compacted = self.compact_for(size);
-        compacted || self.budget.held() < before
+        // Pages no unfinished work used are on their way out on the reclaimer's thread:
+        // the retry's page waits for them (see `WgpuStorage`).
+        compacted || self.budget.held().saturating_sub(self.budget.freeing()) < before
     }
 
     /// For a reservation out of room even after every free page went back: compacts the

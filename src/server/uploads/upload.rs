@@ -162,10 +162,14 @@ impl UploadStaging {
     /// otherwise a cleanup of the staging memory.
     ///
     /// Runs after every write, and before a `create` reserves its handle, so free staging
-    /// over its bound goes back before the main memory may make a page for the handle and
-    /// the device never holds both (the main job's chain peaked with a new main page
-    /// beside 1.5 MiB of free upload pages that the write then gave back). There, the
-    /// free page the write would have taken goes too; it is made again, once.
+    /// over its bound goes back before the main memory may make a page for the handle
+    /// (the main job's chain peaked with a new main page beside 1.5 MiB of free upload
+    /// pages that the write then gave back). A free staging page whose last batch the
+    /// device is known to be done with is freed at the device at once, so the device
+    /// never holds it beside the new page; one whose batch may still run (its map came
+    /// back before the fence of its batch was seen) stays until the device is done, and
+    /// the budget counts both meanwhile. There, the free page the write would have taken
+    /// goes too; it is made again, once.
     pub(crate) fn give_back_free_over_bound(&mut self, len: u64, in_use: impl FnOnce() -> u64) {
         let free = self.free_bytes();
         // One free page of the write's size always stays: a loop that writes and syncs

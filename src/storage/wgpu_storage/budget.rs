@@ -5,10 +5,14 @@
 //! asks it for a page's bytes *before* it calls `create_buffer`, so no buffer is ever
 //! created past the cap.
 //!
-//! A page given back is not free yet: wgpu keeps a dropped buffer alive (and its device
-//! memory allocated) while recorded or submitted work uses it. So a given-back page's
-//! bytes stay charged until the device is done with every piece of work that could use
-//! it, in three steps:
+//! A page given back that no unfinished work uses (its last use is in a batch the device
+//! is known to be done with, see [`fences`](super::fences)) is destroyed at once, on the
+//! reclaimer's thread when there is one (a storage waits for that thread before it
+//! creates a page), and its bytes are credited right after, without waiting for the
+//! device (`Budget::free_page`). Any other page given back is not free yet: wgpu keeps a
+//! dropped buffer alive (and its device memory allocated) while recorded or submitted
+//! work uses it. So such a page's bytes stay charged until the device is done with every
+//! piece of work that could use it, in three steps:
 //!
 //! 1. the storage *retires* the bytes when it drops the buffer (`Budget::retire`): they
 //!    join the open bucket and stay in `held`;
@@ -31,6 +35,7 @@
 //! A reservation the budget refuses while bytes are retiring is retried by the client
 //! after it flushed and waited for the device.
 
+use super::fences::Fences;
 use super::reclaimer::Reclaimer;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -60,12 +65,17 @@ pub struct Budget {
     refusals: AtomicU64,
     /// Bytes of dropped pages not yet in a closed bucket (step 1 of the module doc).
     open_retiring: AtomicU64,
-    /// Bytes of dropped pages still charged: the open bucket and every closed one whose
-    /// work is not known done. Part of `held`.
+    /// Bytes of dropped pages still charged: the open bucket, every closed one whose
+    /// work is not known done, and `freeing`. Part of `held`.
     retiring: AtomicU64,
+    /// Bytes of pages no unfinished work uses, on their way out on the reclaimer's
+    /// thread ([`Budget::free_page`]). Part of `retiring`.
+    freeing: AtomicU64,
     /// Buffers of the open bucket, when a reclaimer frees them (see the module doc).
     open_pages: Mutex<Vec<wgpu::Buffer>>,
     reclaimer: Option<Reclaimer>,
+    /// Which batches the device is done with, for the storages sharing this budget.
+    fences: Arc<Fences>,
 }
 
 /// A closed bucket of retired page bytes: credited back to the budget when dropped (by
@@ -93,7 +103,7 @@ impl Drop for Retiring {
         let (budget, bytes) = (self.budget.clone(), self.bytes);
         let credit = move || budget.credit(bytes);
         match &self.budget.reclaimer {
-            Some(reclaimer) if !pages.is_empty() => reclaimer.send(pages, Box::new(credit)),
+            Some(reclaimer) if !pages.is_empty() => reclaimer.send(pages, false, Box::new(credit)),
             _ => {
                 drop(pages);
                 credit();
@@ -118,8 +128,10 @@ impl Default for Budget {
             refusals: AtomicU64::new(0),
             open_retiring: AtomicU64::new(0),
             retiring: AtomicU64::new(0),
+            freeing: AtomicU64::new(0),
             open_pages: Mutex::new(Vec::new()),
             reclaimer: None,
+            fences: Arc::default(),
         }
     }
 }
@@ -142,6 +154,12 @@ impl Budget {
         self.reclaimer
             .as_ref()
             .is_none_or(|reclaimer| reclaimer.wait_idle(timeout))
+    }
+
+    /// Which batches of recorded work the device is done with (see
+    /// [`fences`](super::fences)): shared by the storages holding this budget.
+    pub fn fences(&self) -> &Arc<Fences> {
+        &self.fences
     }
 
     /// Credits the bytes of a bucket whose buffers are gone.
@@ -207,13 +225,23 @@ impl Budget {
         }
     }
 
-    /// Bytes of given-back pages still charged because the device may still use them
-    /// (part of [`held`](Self::held)): a flush and a wait for the device credit them.
+    /// Bytes of given-back pages still charged because the device may still use them,
+    /// or because the reclaimer has not freed them yet (part of [`held`](Self::held)): a
+    /// flush and a wait for the device credit them.
     pub fn retiring(&self) -> u64 {
         self.retiring.load(Ordering::Relaxed)
     }
 
-    /// Gives back `bytes` of a buffer that was never made (wgpu refused it).
+    /// Bytes of given-back pages that no unfinished work uses, still being freed on the
+    /// reclaimer's thread (part of [`retiring`](Self::retiring)): credited without
+    /// waiting for the device, before the next page of any storage sharing this budget
+    /// is made.
+    pub fn freeing(&self) -> u64 {
+        self.freeing.load(Ordering::Relaxed)
+    }
+
+    /// Gives back `bytes` of a buffer that was never made (wgpu refused it), or of one
+    /// destroyed while no unfinished work used it (its device memory is already free).
     pub(crate) fn release(&self, bytes: u64) {
         sub(&self.held, bytes);
     }
@@ -238,6 +266,32 @@ impl Budget {
             None => {
                 drop(buffer);
                 self.retire(bytes);
+            }
+        }
+    }
+
+    /// Frees a given-back page that no work, recorded or submitted, uses any more (see
+    /// [`fences`](super::fences)), and then credits its bytes: destroyed and dropped on
+    /// the reclaimer's thread when there is one (a storage waits for that thread before
+    /// it creates a page), here otherwise. Destroyed, not only dropped, so wgpu frees
+    /// its device memory even while a cache still holds a clone of the buffer.
+    pub(crate) fn free_page(self: &Arc<Self>, buffer: wgpu::Buffer) {
+        let bytes = buffer.size();
+        match &self.reclaimer {
+            Some(reclaimer) => {
+                self.retiring.fetch_add(bytes, Ordering::Relaxed);
+                self.freeing.fetch_add(bytes, Ordering::Relaxed);
+                let budget = self.clone();
+                let credit = move || {
+                    budget.credit(bytes);
+                    sub(&budget.freeing, bytes);
+                };
+                reclaimer.send(vec![buffer], true, Box::new(credit));
+            }
+            None => {
+                buffer.destroy();
+                drop(buffer);
+                self.release(bytes);
             }
         }
     }

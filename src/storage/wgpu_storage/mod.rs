@@ -4,6 +4,7 @@ pub mod budget;
 mod copies;
 mod device_memory;
 pub mod error;
+pub mod fences;
 pub mod limits;
 mod reclaimer;
 
@@ -17,6 +18,7 @@ use cubecl_runtime::server::IoError;
 use limits::COPY_ALIGNMENT;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Pages as wgpu buffers, all made with one set of usage flags.
 ///
@@ -31,18 +33,28 @@ use std::sync::Arc;
 ///   called (several storages may share one: [`with_budget`](Self::with_budget)); a page
 ///   that would cross the budget is `IoError::OutOfMemory` without calling wgpu, so the
 ///   memory above cleans up and retries as it does when the device refuses a page.
-/// - Deallocated buffers are retired at [`flush`](ComputeStorage::flush): dropped there
-///   (wgpu keeps a dropped buffer alive until the work already submitted on it is done),
-///   or, under a budget [`with_reclaimer`](Budget::with_reclaimer), held until the device
-///   is done and dropped on the reclaimer's thread. Either way their bytes are retired,
-///   not credited, in the budget (see [`budget`]).
+/// - Every page remembers the last batch of recorded work it was handed out for (see
+///   [`fences`]): [`get`](ComputeStorage::get), [`buffer`](Self::buffer) and the copies
+///   a compaction queues stamp it, and [`lend`](Self::lend) marks it as the
+///   application's, whose work the storage never sees finish.
+/// - Deallocated buffers go at [`flush`](ComputeStorage::flush). One whose last batch
+///   the device is known to be done with is destroyed (`wgpu::Buffer::destroy`: wgpu
+///   frees its device memory at once, whatever still holds a clone) and then credited,
+///   on the budget's reclaimer thread when it has one, which [`alloc`](ComputeStorage::alloc)
+///   waits for before it creates a page: a pool that gives pages back before it grows
+///   never has the device hold both. Any other is retired: dropped there (wgpu keeps a dropped buffer
+///   alive until the work already submitted on it is done), or, under a budget
+///   [`with_reclaimer`](Budget::with_reclaimer), held until the device is done and
+///   dropped on the reclaimer's thread; its bytes stay charged in the budget until then
+///   (see [`budget`]), so while such work runs the budget counts the old page and the
+///   new one together, as the device holds them.
 #[derive(Debug)]
 pub struct WgpuStorage {
     device: wgpu::Device,
     usage: wgpu::BufferUsages,
     alignment: u64,
     max_buffer_size: u64,
-    buffers: HashMap<StorageId, wgpu::Buffer>,
+    buffers: HashMap<StorageId, Page>,
     pending_dealloc: Vec<StorageId>,
     allocated: u64,
     mapped_at_creation: bool,
@@ -50,6 +62,22 @@ pub struct WgpuStorage {
     /// Copies a compaction asked for, until the owner takes them.
     copies: Vec<PendingCopy>,
     budget: Arc<Budget>,
+}
+
+/// A page: its buffer, and the serial of the last batch it was handed out for (see
+/// [`fences`]; [`fences::LENT`] once lent to the application).
+#[derive(Debug)]
+struct Page {
+    buffer: wgpu::Buffer,
+    last_use: AtomicU64,
+}
+
+impl Page {
+    /// Notes a use in the batch `recording` (a lent page stays lent).
+    fn stamp(&self, recording: u64) -> &wgpu::Buffer {
+        self.last_use.fetch_max(recording, Ordering::Relaxed);
+        &self.buffer
+    }
 }
 
 /// The resource behind a storage handle: the page's buffer and the slice's range in it.
@@ -128,16 +156,29 @@ impl WgpuStorage {
         self.deallocations
     }
 
-    /// Every page held, with its storage id, in no particular order.
+    /// Every page held, with its storage id, in no particular order. For inspection:
+    /// a buffer taken here must not be recorded on (use [`buffer`](Self::buffer)).
     pub fn pages(&self) -> impl Iterator<Item = (&StorageId, &wgpu::Buffer)> {
-        self.buffers.iter()
+        self.buffers.iter().map(|(id, page)| (id, &page.buffer))
     }
 
-    /// The buffer of the page `id`, or `None` when no page of this storage has that id
-    /// (given back, or another storage's). A borrow, not a clone: a read looks up one
-    /// buffer per copy this way, not one per handle.
+    /// The buffer of the page `id`, to record work on in the batch being recorded (the
+    /// page is stamped with it, see [`fences`]), or `None` when no page of this storage
+    /// has that id (given back, or another storage's). A borrow, not a clone: a read
+    /// looks up one buffer per copy this way, not one per handle.
     pub fn buffer(&self, id: &StorageId) -> Option<&wgpu::Buffer> {
-        self.buffers.get(id)
+        let recording = self.budget.fences().recording();
+        self.buffers.get(id).map(|page| page.stamp(recording))
+    }
+
+    /// Marks the page `id` as lent to the application (its buffer handed out for the
+    /// application's own work, which the storage never sees finish): given back, it is
+    /// never destroyed at once, only retired until the device is done with the work
+    /// submitted before it (see the type's doc). Nothing when no page has that id.
+    pub fn lend(&self, id: &StorageId) {
+        if let Some(page) = self.buffers.get(id) {
+            page.last_use.store(fences::LENT, Ordering::Relaxed);
+        }
     }
 
     /// The usage flags of every page.
@@ -159,13 +200,12 @@ impl ComputeStorage for WgpuStorage {
     }
 
     fn get(&mut self, handle: &StorageHandle) -> Result<WgpuResource, IoError> {
-        let buffer =
-            self.buffers
-                .get(&handle.id)
-                .ok_or_else(|| IoError::StorageHandleNotFound {
-                    reason: "no buffer with this id".into(),
-                    backtrace: Default::default(),
-                })?;
+        let buffer = self
+            .buffer(&handle.id)
+            .ok_or_else(|| IoError::StorageHandleNotFound {
+                reason: "no buffer with this id".into(),
+                backtrace: Default::default(),
+            })?;
         Ok(WgpuResource {
             buffer: buffer.clone(),
             offset: handle.offset(),
@@ -181,9 +221,11 @@ impl ComputeStorage for WgpuStorage {
             });
         }
         let real_size = size.max(1).next_multiple_of(COPY_ALIGNMENT);
-        // A page given back may still be on its way out on the reclaimer's thread: let
-        // it go first, so the device never holds both (the peak stays what it was when
-        // pages were freed inside the poll that saw their work done).
+        // Pages given back that no unfinished work uses, and buckets whose work the
+        // device has finished, may still be on their way out on the reclaimer's thread:
+        // let them go first, so the device does not hold them beside this one. (Pages
+        // work in flight may still use stay until it is done, charged in the budget
+        // beside this one.)
         if !self.budget.wait_reclaimed(RECLAIM_WAIT) {
             tracing::warn!(waited = ?RECLAIM_WAIT, "creating a page while given-back pages are still being freed");
         }
@@ -212,7 +254,13 @@ impl ComputeStorage for WgpuStorage {
             return Err(error::page_error(error, size));
         }
         let id = StorageId::new();
-        self.buffers.insert(id, buffer);
+        self.buffers.insert(
+            id,
+            Page {
+                buffer,
+                last_use: AtomicU64::new(0),
+            },
+        );
         self.allocated += real_size;
         Ok(StorageHandle::new(
             id,
@@ -226,12 +274,20 @@ impl ComputeStorage for WgpuStorage {
 
     fn flush(&mut self) {
         for id in self.pending_dealloc.drain(..) {
-            if let Some(buffer) = self.buffers.remove(&id) {
-                self.allocated -= buffer.size();
-                // Work recorded or submitted may still use the buffer: its bytes stay
-                // charged until the device is done with it (see `budget`).
-                self.budget.retire_page(buffer);
+            if let Some(Page { buffer, last_use }) = self.buffers.remove(&id) {
+                let size = buffer.size();
+                self.allocated -= size;
                 self.deallocations += 1;
+                if self.budget.fences().finished(last_use.into_inner()) {
+                    // No unfinished work uses it: its device memory goes now (before the
+                    // next page is made), even while a cache still holds a clone.
+                    tracing::trace!(size, "a given-back page freed at once");
+                    self.budget.free_page(buffer);
+                } else {
+                    // Work recorded or submitted may still use the buffer: its bytes stay
+                    // charged until the device is done with it (see `budget`).
+                    self.budget.retire_page(buffer);
+                }
             }
         }
     }

@@ -11,6 +11,11 @@
 //! since nothing uses them any more; only then are their bytes credited to the budget, so
 //! the budget never lends bytes the device still holds.
 //!
+//! Pages given back that no unfinished work uses (see [`fences`](super::fences)) come
+//! here at once, without a bucket, and are destroyed rather than dropped: wgpu frees
+//! them then even while a cache of ours still holds a clone. A storage about to create a
+//! page waits for this thread first, so the device does not hold them beside it.
+//!
 //! The queue holds at most one entry per closed bucket (one per submission that gave
 //! pages back) and is drained as fast as the driver frees; a job that panics is logged
 //! and the thread goes on. Should the thread not start, or
@@ -28,9 +33,11 @@ use std::time::Duration;
 /// those bytes still charged, and logs a warning.
 pub const RECLAIM_WAIT: Duration = Duration::from_secs(10);
 
-/// Pages whose work is done, to drop, and what to do once they are gone.
+/// Pages whose work is done, to drop (destroyed first when `destroy`), and what to do
+/// once they are gone.
 struct Job {
     pages: Vec<wgpu::Buffer>,
+    destroy: bool,
     credit: Box<dyn FnOnce() + Send>,
 }
 
@@ -87,10 +94,20 @@ impl Reclaimer {
         }
     }
 
-    /// Drops `pages` on the thread, then runs `credit`; both run here, at once, when the
-    /// thread is gone.
-    pub(crate) fn send(&self, pages: Vec<wgpu::Buffer>, credit: Box<dyn FnOnce() + Send>) {
-        let job = Job { pages, credit };
+    /// Drops `pages` on the thread (destroys them first when `destroy`: only pages no
+    /// work, recorded or submitted, uses any more), then runs `credit`; all of it runs
+    /// here, at once, when the thread is gone.
+    pub(crate) fn send(
+        &self,
+        pages: Vec<wgpu::Buffer>,
+        destroy: bool,
+        credit: Box<dyn FnOnce() + Send>,
+    ) {
+        let job = Job {
+            pages,
+            destroy,
+            credit,
+        };
         let sender = self.sender.lock();
         let Some(sender) = sender.as_ref() else {
             return finish_here(job);
@@ -130,16 +147,32 @@ impl Drop for Reclaimer {
 }
 
 fn finish_here(job: Job) {
-    drop(job.pages);
+    free(job.pages, job.destroy);
     (job.credit)();
+}
+
+/// Drops `pages`, destroying each first when `destroy`.
+fn free(pages: Vec<wgpu::Buffer>, destroy: bool) {
+    if destroy {
+        for page in &pages {
+            page.destroy();
+        }
+    }
+    drop(pages);
 }
 
 /// The thread: drops each job's pages, then credits them, until every sender is gone.
 fn run(receiver: mpsc::Receiver<Job>, outstanding: &Outstanding) {
-    while let Ok(Job { pages, credit }) = receiver.recv() {
+    while let Ok(Job {
+        pages,
+        destroy,
+        credit,
+    }) = receiver.recv()
+    {
         let count = pages.len();
         // Credited even when wgpu panics freeing them: the bytes are not ours to hold.
-        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(pages)));
+        let dropped =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| free(pages, destroy)));
         let credited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(credit));
         if dropped.is_err() || credited.is_err() {
             tracing::error!(
@@ -164,6 +197,7 @@ mod tests {
             let credited = credited.clone();
             reclaimer.send(
                 Vec::new(),
+                false,
                 Box::new(move || {
                     std::thread::sleep(Duration::from_millis(5));
                     credited.fetch_add(bytes, Ordering::Relaxed);
@@ -179,6 +213,7 @@ mod tests {
         let reclaimer = Reclaimer::spawn().expect("a thread");
         reclaimer.send(
             Vec::new(),
+            false,
             Box::new(|| std::thread::sleep(Duration::from_millis(300))),
         );
         assert!(!reclaimer.wait_idle(Duration::from_millis(10)));
@@ -189,11 +224,16 @@ mod tests {
     fn a_panicking_job_is_finished_and_the_thread_goes_on() {
         let reclaimer = Reclaimer::spawn().expect("a thread");
         let credited = Arc::new(AtomicU64::new(0));
-        reclaimer.send(Vec::new(), Box::new(|| panic!("a credit that panics")));
+        reclaimer.send(
+            Vec::new(),
+            false,
+            Box::new(|| panic!("a credit that panics")),
+        );
         assert!(reclaimer.wait_idle(Duration::from_secs(10)));
         let second = credited.clone();
         reclaimer.send(
             Vec::new(),
+            false,
             Box::new(move || {
                 second.fetch_add(1, Ordering::Relaxed);
             }),
