@@ -11,7 +11,8 @@ use super::*;
 ///
 /// Only the `[memory]` table is read; `[submit]` belongs to the submit policy's reader
 /// and is left alone, and any other top-level table or key is refused
-/// ([`check_file_tables`]). A file without `[memory]`, or a `[memory]` without `pools`,
+/// ([`PoolConfigError::UnknownTable`]). A file without `[memory]`, or a `[memory]` without
+/// `pools`,
 /// gives `pools: None`. Values are checked for shape only; [`MemoryPoolsConfig::resolve`] checks
 /// them against a device.
 ///
