@@ -47,8 +47,12 @@ impl Client {
         let _ = self.flush();
         self.notice_loss();
         let result = self.shared.server.lock().set_budget(budget);
-        // Pages the cleanup gave back stay charged until the device is done with them.
-        if matches!(result, Err(PoolConfigError::BudgetBelowHeld { .. })) && self.wait_retired() {
+        // Pages the cleanup gave back stay charged until the device is done with them and
+        // the reclaimer thread has freed them; on a refusal wait for both (whether or not
+        // bytes were retiring when asked: the reclaimer may still hold some), then retry.
+        if matches!(result, Err(PoolConfigError::BudgetBelowHeld { .. })) {
+            self.wait_retired();
+            self.wait_reclaimed();
             return Ok(self.shared.server.lock().set_budget(budget)?);
         }
         Ok(result?)
