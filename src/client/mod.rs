@@ -39,8 +39,8 @@ mod submit;
 pub use crate::report::{BudgetUse, DeviceMemory};
 pub use crate::server::{
     BUDGET_FIELD, ClientError, Handle, HandleResource, Kernel, MAX_BATCH_COMMANDS, MAX_BIND_GROUPS,
-    MAX_HELD_EXPORTS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes,
-    SMALLEST_UPLOAD_PAGE, STAGING_FLOOR, STAGING_FREE_FLOOR, STAGING_IDLE_OPERATIONS,
+    MAX_CLIENTS_PER_THREAD, MAX_HELD_EXPORTS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES,
+    ReadBytes, SMALLEST_UPLOAD_PAGE, STAGING_FLOOR, STAGING_FREE_FLOOR, STAGING_IDLE_OPERATIONS,
     STAGING_IDLE_RESERVATIONS, SubmitPolicy,
 };
 pub use budget::RECLAIM_WAIT;
@@ -106,8 +106,9 @@ struct Shared {
     /// recomputed only when staging in flight passes it, so a stream of writes walks the
     /// main memory's slices once per crossing, not once per write.
     staging_bound: AtomicU64,
-    /// Advanced by the application's submissions through `queue()`, its syncs and
-    /// cleanups: ends the holds of exported slices (see `server::memory::exports`).
+    /// Counts each thread's submissions through `queue()`, syncs, cleanups and
+    /// installs: ends the holds of the exported slices that thread dropped (see
+    /// `server::memory::exports`).
     export_epoch: Arc<crate::server::ExportEpoch>,
     /// The history ring, label scopes and live allocations' labels (their own mutex:
     /// a handle's last clone records its free without the server's lock).
@@ -244,7 +245,8 @@ impl Client {
     /// create, write and launch made before this call (wgpu orders work by submission);
     /// [`ClientQueue::submit`] and [`ClientQueue::write_buffer`] do so again at the moment
     /// they are called. Submit work that uses the client's slices through it: an
-    /// exported slice stays reserved until such a submission (see [`resource`](Self::resource)).
+    /// exported slice stays reserved and in place until the thread that dropped its
+    /// resource submits so (see [`resource`](Self::resource)).
     /// A failed submit is kept as the outputs' claims (see [`flush`](Self::flush)).
     pub fn queue(&self) -> ClientQueue<'_> {
         let _ = self.flush();
@@ -455,19 +457,27 @@ impl Client {
     /// submissions made after this call see every earlier write and launch.
     ///
     /// The slice does not move (no compaction takes it or its page) while the resource
-    /// or a clone of it lives. It stays reserved while the resource or a handle lives,
-    /// and after both are dropped until the application's next submission through
-    /// [`queue`](Self::queue)`().submit(..)` (from any thread), [`sync`](Self::sync) or
-    /// [`cleanup`](Self::cleanup): work the application recorded on it and submits
-    /// there runs before any new allocation can take the slice (at most
-    /// [`MAX_HELD_EXPORTS`] slices are held so; see the README, "What the client asks of
-    /// the application").
+    /// or a clone of it lives. When its last clone is dropped, the slice stays reserved
+    /// and in place until **the thread that dropped it** next submits through
+    /// [`queue`](Self::queue)`().submit(..)`, or calls [`sync`](Self::sync),
+    /// [`cleanup`](Self::cleanup) or [`install_memory_pools`](Self::install_memory_pools),
+    /// or exits; other threads' submissions, syncs, cleanups and compactions do not end
+    /// it. So work a thread records on the resource of a live handle (a copy, a pass
+    /// whose bind group took `resource(..)?.as_binding()` in one statement, a
+    /// `queue().write_buffer`) and then submits through `queue()` lands in that handle's
+    /// bytes, and work recorded on a handle dropped meanwhile never lands in another
+    /// allocation, whatever other threads do in between, whether or not the resource
+    /// was dropped before the submit. At most [`MAX_HELD_EXPORTS`] slices are held so
+    /// (past it the oldest is let go, with a warning).
     ///
-    /// That hold protects one thread's record, drop, submit. Any thread's submission,
-    /// sync or cleanup ends it, so in a program where other threads submit, sync or
-    /// clean up meanwhile, keep the resource alive until the work recorded on it is
-    /// submitted: once the hold ends the slice may be moved or given to a new
-    /// allocation, and work submitted later would land on its next owner.
+    /// What this cannot cover, keep the resource alive for: work recorded on one thread
+    /// and submitted from another (send the resource with the command buffer, and drop
+    /// it after the submit), and work submitted through the `wgpu::Queue` itself rather
+    /// than `queue()`. Once such a resource is dropped, the dropping thread's next
+    /// submission lets the slice go: it may then move, or be given to a new allocation,
+    /// and work submitted later lands at its old place. A thread that drops resources
+    /// and then never submits, syncs, cleans up or exits keeps their slices reserved
+    /// ([`held_exports`](Self::held_exports) counts them).
     ///
     /// # Errors
     /// [`ClientError::Memory`] for a stale handle; [`ClientError::ForeignHandle`] for a
@@ -487,9 +497,11 @@ impl Client {
         self.shared.server.lock().export_resource(handle, pin)
     }
 
-    /// Exported slices still held after their last drop, waiting for a submission
-    /// through [`queue`](Self::queue), a [`sync`](Self::sync) or a
-    /// [`cleanup`](Self::cleanup) (at most [`MAX_HELD_EXPORTS`]).
+    /// Exported slices held: those whose resource lives, and those whose resource was
+    /// dropped, waiting for the dropping thread's next submission through
+    /// [`queue`](Self::queue), [`sync`](Self::sync) or [`cleanup`](Self::cleanup), or its
+    /// exit (at most
+    /// [`MAX_HELD_EXPORTS`]; see [`resource`](Self::resource)).
     pub fn held_exports(&self) -> usize {
         self.shared.server.lock().held_exports()
     }
@@ -527,14 +539,15 @@ impl Client {
     }
 
     /// Submits the recorded work and waits until everything submitted is done (an
-    /// untimed wait on the device's answer; a lost device answers at once).
+    /// untimed wait on the device's answer; a lost device answers at once). Counts as
+    /// the calling thread's submission for the exported slices it dropped (see
+    /// [`resource`](Self::resource)).
     ///
     /// # Errors
     /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Wgpu`] when
     /// wgpu refuses the recorded batch or the wait fails.
     pub fn sync(&self) -> Result<(), ClientError> {
-        self.flush()?;
-        self.shared.export_epoch.advance();
+        self.shared.export_epoch.counted(|| self.flush())?;
         let device = &self.shared.device;
         let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             device.poll(wgpu::PollType::wait_indefinitely())
