@@ -12,8 +12,9 @@ impl Client {
     /// The slice does not move (no compaction takes it or its page) while the resource
     /// or a clone of it lives. When its last clone is dropped, the slice stays reserved
     /// and in place until **the thread that dropped it** next submits through
-    /// [`queue`](Self::queue)`().submit(..)`, or calls [`sync`](Self::sync) or
-    /// [`cleanup`](Self::cleanup), or exits; other threads' submissions, syncs, cleanups and compactions do not end
+    /// [`queue`](Self::queue)`().submit(..)`, or calls [`sync`](Self::sync),
+    /// [`cleanup`](Self::cleanup) or [`install_memory_pools`](Self::install_memory_pools),
+    /// or exits; other threads' submissions, syncs, cleanups and compactions do not end
     /// it. So work a thread records on the resource of a live handle (a copy, a pass
     /// whose bind group took `resource(..)?.as_binding()` in one statement, a
     /// `queue().write_buffer`) and then submits through `queue()` lands in that handle's
@@ -52,8 +53,8 @@ impl Client {
 
     /// Exported slices held: those whose resource lives, and those whose resource was
     /// dropped, waiting for the dropping thread's next submission through
-    /// [`queue`](Self::queue), [`sync`](Self::sync) or [`cleanup`](Self::cleanup), or its
-    /// exit (at most
+    /// [`queue`](Self::queue), [`sync`](Self::sync), [`cleanup`](Self::cleanup) or
+    /// [`install_memory_pools`](Self::install_memory_pools), or its exit (at most
     /// [`MAX_HELD_EXPORTS`](super::MAX_HELD_EXPORTS); see [`resource`](Self::resource)).
     pub fn held_exports(&self) -> usize {
         self.shared.server.lock().held_exports()

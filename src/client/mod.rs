@@ -55,7 +55,8 @@ pub use mode::ModeWindow;
 pub use queue::{ClientQueue, ClientWriteBufferView};
 
 use crate::memory_management::{
-    MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,
+    InstallMemoryPoolsError, MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport,
+    PoolLayout,
 };
 use crate::report::EventKind;
 use crate::server::History;
@@ -460,15 +461,27 @@ impl Client {
     }
 
     /// Installs a new pool layout in the main memory: resolves `config` against the
-    /// device's limits, gives every free page back, then swaps the pools (fresh high-water
-    /// marks). Staging memory is never affected.
+    /// device's limits, submits the recorded work, gives every free page back, then swaps
+    /// the pools (fresh high-water marks). Staging memory is never affected.
+    ///
+    /// Counts as the calling thread's [`sync`](Self::sync) for the exported slices it
+    /// dropped (see [`resource`](Self::resource)), without waiting for the device: once
+    /// the application dropped every handle and resource on this thread, the install
+    /// succeeds.
     ///
     /// # Errors
     /// [`ClientError::Config`] when `config` is invalid for this device;
-    /// [`ClientError::Install`] with `PoolsInUse` when live handles remain in the main
-    /// pools (the old layout stays; retry after dropping them).
+    /// [`ClientError::ExportsHeld`] when allocations remain in the main pools and some
+    /// are exported slices whose resources other threads dropped and that those threads
+    /// have not submitted, synced, cleaned up or exited since (the old layout stays; it
+    /// names the threads: let them submit, then retry); [`ClientError::Install`] with
+    /// `PoolsInUse` when live handles or resources remain (the old layout stays; retry
+    /// after dropping them).
     pub fn install_memory_pools(&self, config: &MemoryPoolsConfig) -> Result<(), ClientError> {
         let layout = config.resolve(&storage_memory_properties(&self.device().limits()))?;
+        // The flush also frees the ranges that moved slices left (they wait for the batch
+        // carrying the copies). A failed batch is kept as its outputs' claims.
+        let _ = self.shared.export_epoch.counted(|| self.flush());
         let mut server = self.shared.server.lock();
         server.release_dropped();
         let before = reserved_bytes(&server.memory_report());
@@ -479,7 +492,9 @@ impl Client {
             .main
             .cleanup(crate::memory_management::Cleanup::Explicit);
         self.record_pages(&mut server);
-        server.install(layout)?;
+        server
+            .install(layout)
+            .map_err(|error| held_exports_error(&server, error))?;
         let dropped = before.saturating_sub(reserved_bytes(&server.memory_report()));
         self.record(EventKind::Install, dropped, |_| {});
         Ok(())
@@ -543,4 +558,28 @@ fn reserved_bytes(report: &MemoryReport) -> u64 {
                     .sum::<u64>()
         })
         .sum()
+}
+
+/// `error` as [`ClientError::ExportsHeld`] when an install found the pools in use and
+/// some of what holds them are exports waiting for the threads that dropped them.
+fn held_exports_error(server: &Server, error: ClientError) -> ClientError {
+    let ClientError::Install(InstallMemoryPoolsError::PoolsInUse {
+        bytes_in_use,
+        allocations,
+    }) = error
+    else {
+        return error;
+    };
+    let waiting = server.exports_waiting();
+    if waiting.slices == 0 {
+        return error;
+    }
+    ClientError::ExportsHeld {
+        operation: "install_memory_pools".to_string(),
+        allocations,
+        bytes_in_use,
+        slices: waiting.slices,
+        bytes: waiting.bytes,
+        threads: waiting.threads,
+    }
 }

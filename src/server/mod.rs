@@ -53,6 +53,7 @@ pub use uploads::upload::{
 pub(crate) use batch::{Batch, BatchFailure};
 pub(crate) use faults::lost::DeviceLoss;
 pub(crate) use memory::export_life::ExportEpoch;
+pub(crate) use memory::exports::Waiting;
 use memory::handle::DropNotice;
 pub(crate) use memory::history::{FreeRecord, History};
 #[cfg(test)]
@@ -264,6 +265,12 @@ impl Server {
     /// Exported slices held: resources alive, and dropped ones waiting for their thread.
     pub(crate) fn held_exports(&self) -> usize {
         self.exports.len()
+    }
+
+    /// The held exports whose resources are dropped and whose threads have not
+    /// submitted since.
+    pub(crate) fn exports_waiting(&self) -> Waiting {
+        self.exports.waiting()
     }
 
     /// Pins `handle`'s allocation until the guard is dropped.

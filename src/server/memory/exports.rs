@@ -70,6 +70,8 @@ pub(crate) struct Exports {
 struct Held {
     binding: ManagedMemoryBinding,
     id: ManagedMemoryId,
+    /// The handle's size, in bytes (for messages).
+    size: u64,
     /// Set when the resource's last clone is dropped; empty while it lives.
     dropped: Arc<OnceLock<Dropped>>,
     /// Whether a probe showed the slice's page intact after the resource was dropped.
@@ -84,6 +86,17 @@ impl Held {
     }
 }
 
+/// Exported slices whose resources are dropped, waiting for the dropping threads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Waiting {
+    /// Slices held.
+    pub(crate) slices: usize,
+    /// Their handles' bytes.
+    pub(crate) bytes: u64,
+    /// The threads they wait for (name and id), each once, at most eight.
+    pub(crate) threads: Vec<String>,
+}
+
 impl Exports {
     /// The epoch the client's submissions, syncs, cleanups and installs count on.
     pub(crate) fn epoch(&self) -> Arc<ExportEpoch> {
@@ -93,6 +106,22 @@ impl Exports {
     /// Exports held (tests check the bound and the releases).
     pub(crate) fn len(&self) -> usize {
         self.held.len()
+    }
+
+    /// The holds whose resource is dropped and whose thread has not submitted since.
+    pub(crate) fn waiting(&self) -> Waiting {
+        let mut waiting = Waiting::default();
+        for held in &self.held {
+            let Some(thread) = held.dropped.get().and_then(Dropped::waits_for) else {
+                continue;
+            };
+            waiting.slices += 1;
+            waiting.bytes += held.size;
+            if waiting.threads.len() < 8 && !waiting.threads.iter().any(|t| t == thread) {
+                waiting.threads.push(thread.to_string());
+            }
+        }
+        waiting
     }
 }
 
@@ -116,6 +145,7 @@ impl Server {
         self.exports.held.push_back(Held {
             id: binding.id(),
             binding,
+            size: handle.size,
             dropped: dropped.clone(),
             verified: false,
         });
