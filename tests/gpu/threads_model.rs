@@ -15,7 +15,11 @@
 //! nothing is live and no export is held.
 //!
 //! Runs 20 s (`WGPU_MEMORY_MODEL_SECS` sets the seconds for longer runs) and prints the
-//! step counts.
+//! step counts and the seed of the threads' generators (new each run;
+//! `WGPU_MEMORY_MODEL_SEED` sets it, though the threads' interleaving still differs).
+
+mod app;
+mod support;
 
 use crate::device::pattern;
 use crate::kernels::{ADD_ONE, groups_for};
@@ -26,6 +30,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use support::{Lcg, Tally, add_one, id_of};
 use wgpu_memory::memory_management::{ManagedMemoryId, parse_memory_config};
 use wgpu_memory::{Client, ClientError, Handle, HandleResource, Kernel, ReadBytes};
 
@@ -38,99 +43,6 @@ const MAX_READS: usize = 3;
 const MAX_PINS: usize = 3;
 /// Largest handle, in bytes.
 const MAX_SIZE: u64 = 3000;
-
-/// A small deterministic generator (one per thread).
-struct Lcg(u64);
-
-impl Lcg {
-    /// A number in `0..n` (0 when `n` is 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n.max(1)
-    }
-}
-
-/// Adds 1 to each little-endian word of `bytes` that `ADD_ONE` dispatched over
-/// `groups_for(dispatched)` reaches; a partial last word as the kernel leaves the bytes
-/// of it that the handle holds (a carry only runs upward, so the padding's bytes do not
-/// matter).
-fn add_one(bytes: &mut [u8], dispatched: u64) {
-    let reached = groups_for(dispatched)[0] as usize * crate::kernels::WORKGROUP as usize * 4;
-    let mut padded = bytes.to_vec();
-    padded.resize(bytes.len().next_multiple_of(4), 0);
-    for word in padded.chunks_exact_mut(4).take(reached / 4) {
-        let value = u32::from_le_bytes(word.try_into().unwrap()).wrapping_add(1);
-        word.copy_from_slice(&value.to_le_bytes());
-    }
-    let len = bytes.len();
-    bytes.copy_from_slice(&padded[..len]);
-}
-
-/// The allocation a handle names (ids are never reused).
-fn id_of(handle: &Handle) -> ManagedMemoryId {
-    handle.memory().descriptor().id
-}
-
-/// What the threads did, summed at the end.
-#[derive(Debug, Default, Clone, Copy)]
-struct Tally {
-    steps: u64,
-    creates: u64,
-    drops: u64,
-    writes: u64,
-    launches: u64,
-    reads: u64,
-    read_then_writes: u64,
-    checks: u64,
-    pins: u64,
-    app_copies: u64,
-    /// App copies whose resources were dropped before their submit.
-    copies_dropped_first: u64,
-    /// App copies with a handle they use dropped before their submit.
-    copies_over_dropped_handles: u64,
-    app_passes: u64,
-    app_writes: u64,
-    submits: u64,
-    syncs: u64,
-    handles_checked: u64,
-    /// Handles that read other bytes than the model's.
-    wrong_handles: u64,
-    wrong_bytes: u64,
-    errors: u64,
-}
-
-impl Tally {
-    fn add(&mut self, other: &Tally) {
-        macro_rules! sum {
-            ($($field:ident),*) => { $(self.$field += other.$field;)* };
-        }
-        sum!(
-            steps,
-            creates,
-            drops,
-            writes,
-            launches,
-            reads,
-            read_then_writes,
-            checks,
-            pins,
-            app_copies,
-            copies_dropped_first,
-            copies_over_dropped_handles,
-            app_passes,
-            app_writes,
-            submits,
-            syncs,
-            handles_checked,
-            wrong_handles,
-            wrong_bytes,
-            errors
-        );
-    }
-}
 
 /// A handle, the bytes it must hold, and the last operations on it (for the report).
 struct Owned {
@@ -434,209 +346,16 @@ impl Worker {
             }
         }
     }
-
-    /// A resource of the owned handle `at`: one held across steps when there is one
-    /// (the application keeps it past the submit), else a new one (`true`: to drop).
-    fn resource_of(&mut self, at: usize) -> Option<(HandleResource, bool)> {
-        let id = id_of(&self.owned[at].handle);
-        if let Some(held) = self.held.iter().find(|held| id_of(&held.handle) == id) {
-            return Some((held.resource.clone(), false));
-        }
-        match self.client.resource(&self.owned[at].handle) {
-            Ok(resource) => Some((resource, true)),
-            Err(error) => {
-                self.error("resource", error);
-                None
-            }
-        }
-    }
-
-    /// The bytes the model holds for the allocation `id`, live or dropped since.
-    fn bytes_of(&self, id: ManagedMemoryId) -> Option<&Vec<u8>> {
-        self.owned
-            .iter()
-            .find(|owned| id_of(&owned.handle) == id)
-            .map(|owned| &owned.bytes)
-            .or_else(|| {
-                self.dropped
-                    .iter()
-                    .find(|(dropped, _)| *dropped == id)
-                    .map(|(_, bytes)| bytes)
-            })
-    }
-
-    /// The owned handle of allocation `id`, if still owned.
-    fn owned_mut(&mut self, id: ManagedMemoryId) -> Option<&mut Owned> {
-        self.owned
-            .iter_mut()
-            .find(|owned| id_of(&owned.handle) == id)
-    }
-
-    /// Other work while the application's own work waits for its submit: the thread's
-    /// other operations, drops of the handles the work uses included, or a sleep (the
-    /// compacting thread runs meanwhile).
-    fn meanwhile(&mut self, uses: &[ManagedMemoryId]) {
-        match self.rng.below(4) {
-            0 => std::thread::sleep(Duration::from_micros(self.rng.below(4000))),
-            1 => {
-                for _ in 0..1 + self.rng.below(3) {
-                    if self.owned.len() < 3 {
-                        break;
-                    }
-                    match self.rng.below(5) {
-                        0 if self.owned.len() < MAX_OWNED => self.create(),
-                        0 | 1 => self.drop_one(),
-                        2 => self.write(),
-                        3 => self.launch(),
-                        _ => self.check_one(),
-                    }
-                }
-            }
-            2 => {
-                // The copy's own handles dropped before the submit.
-                let at = self
-                    .owned
-                    .iter()
-                    .position(|owned| uses.contains(&id_of(&owned.handle)));
-                if let Some(at) = at {
-                    self.tally.copies_over_dropped_handles += 1;
-                    self.drop_at(at);
-                }
-                std::thread::sleep(Duration::from_micros(self.rng.below(2000)));
-            }
-            _ => std::thread::yield_now(),
-        }
-    }
-
-    /// The application copies a range of one live handle into another in its own
-    /// encoder, lets the resources go (mostly), then submits through `Client::queue()`.
-    fn app_copy(&mut self) {
-        let (a, b) = (self.pick(), self.pick());
-        let (len_a, len_b) = (
-            self.owned[a].bytes.len() as u64 / 4 * 4,
-            self.owned[b].bytes.len() as u64 / 4 * 4,
-        );
-        if a == b || len_a == 0 || len_b == 0 {
-            return;
-        }
-        let from = self.rng.below(len_a / 4) * 4;
-        let to = self.rng.below(len_b / 4) * 4;
-        let len = 4 * (1 + self.rng.below((len_a - from).min(len_b - to) / 4));
-        let (source, target) = (id_of(&self.owned[a].handle), id_of(&self.owned[b].handle));
-        let Some((ra, drop_a)) = self.resource_of(a) else {
-            return;
-        };
-        let Some((rb, drop_b)) = self.resource_of(b) else {
-            return;
-        };
-        let device = self.client.device();
-        let mut encoder = device.create_command_encoder(&Default::default());
-        if ra.buffer == rb.buffer {
-            // wgpu refuses a copy within one buffer: through a scratch buffer.
-            let scratch = device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("the application's scratch"),
-                size: len,
-                usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            encoder.copy_buffer_to_buffer(&ra.buffer, ra.offset + from, &scratch, 0, len);
-            encoder.copy_buffer_to_buffer(&scratch, 0, &rb.buffer, rb.offset + to, len);
-        } else {
-            encoder.copy_buffer_to_buffer(
-                &ra.buffer,
-                ra.offset + from,
-                &rb.buffer,
-                rb.offset + to,
-                len,
-            );
-        }
-        let kept = if self.rng.below(4) == 0 {
-            // The documented pattern: the resources live until the submit.
-            Some((ra, rb))
-        } else {
-            drop((ra, rb));
-            if drop_a || drop_b {
-                self.tally.copies_dropped_first += 1;
-            }
-            None
-        };
-        self.meanwhile(&[source, target]);
-        self.client.queue().submit([encoder.finish()]);
-        drop(kept);
-        self.tally.app_copies += 1;
-        // The copy ran after all the client's work recorded before the submit: it took
-        // the source's bytes as the model has them now.
-        let data = self.bytes_of(source).expect("the source is modelled")
-            [from as usize..(from + len) as usize]
-            .to_vec();
-        if let Some(owned) = self.owned_mut(target) {
-            owned.bytes[to as usize..(to + len) as usize].copy_from_slice(&data);
-            owned.note("app copy");
-        }
-        self.dropped.clear();
-    }
-
-    /// The application's own pass over `resource()` of a live handle, the resource
-    /// dropped at the end of the statement that binds it, then submitted.
-    fn app_pass(&mut self) {
-        let at = self.pick();
-        let encoder = match self.client.resource(&self.owned[at].handle) {
-            Ok(resource) => self.app.record(&self.client, &resource),
-            Err(error) => return self.error("resource", error),
-        };
-        let target = id_of(&self.owned[at].handle);
-        self.meanwhile(&[target]);
-        self.client.queue().submit([encoder.finish()]);
-        self.tally.app_passes += 1;
-        if let Some(owned) = self.owned_mut(target) {
-            // `AppAddOne` dispatches over the resource's size.
-            let len = owned.bytes.len() as u64;
-            add_one(&mut owned.bytes, len);
-            owned.note("app pass");
-        }
-        self.dropped.clear();
-    }
-
-    /// `Client::queue().write_buffer` on an exported slice, the resource kept or
-    /// dropped before the write.
-    fn app_write(&mut self) {
-        let at = self.pick();
-        let len = self.owned[at].bytes.len() as u64 / 4 * 4;
-        if len == 0 {
-            return;
-        }
-        let from = self.rng.below(len / 4) * 4;
-        let count = 4 * (1 + self.rng.below((len - from) / 4));
-        let data = pattern(count as usize, self.rng.below(1 << 20));
-        let Some((resource, _)) = self.resource_of(at) else {
-            return;
-        };
-        let (buffer, offset) = (resource.buffer.clone(), resource.offset);
-        if self.rng.below(2) == 0 {
-            drop(resource);
-            self.client
-                .queue()
-                .write_buffer(&buffer, offset + from, &data);
-        } else {
-            self.client
-                .queue()
-                .write_buffer(&buffer, offset + from, &data);
-            drop(resource);
-        }
-        self.tally.app_writes += 1;
-        self.owned[at].bytes[from as usize..(from + count) as usize].copy_from_slice(&data);
-        self.owned[at].note("app write");
-    }
 }
 
 /// One worker until `until`: returns its tally and what it found wrong, after a last
 /// check of every handle it owns.
-fn worker(client: Client, index: u64, until: Instant) -> (Tally, Vec<String>) {
+fn worker(client: Client, index: u64, seed: u64, until: Instant) -> (Tally, Vec<String>) {
     let mut worker = Worker {
         app: AppAddOne::new(&client),
         client,
         index,
-        rng: Lcg(0x9e37_79b9_7f4a_7c15 ^ (index + 1).wrapping_mul(0x1234_5678_9abc_def1)),
+        rng: Lcg(seed ^ (index + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         kernel: Kernel::new("add one", ADD_ONE, "main"),
         owned: Vec::new(),
         reads: Vec::new(),
@@ -668,6 +387,13 @@ fn threads_sharing_a_client_under_compaction_keep_every_byte() {
     let seconds: u64 = std::env::var("WGPU_MEMORY_MODEL_SECS").map_or(20, |value| {
         value.parse().expect("WGPU_MEMORY_MODEL_SECS: seconds")
     });
+    let seed: u64 = std::env::var("WGPU_MEMORY_MODEL_SEED").map_or_else(
+        |_| {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            now.map_or(1, |since| since.as_nanos() as u64)
+        },
+        |value| value.parse().expect("WGPU_MEMORY_MODEL_SEED: a number"),
+    );
     let until = Instant::now() + Duration::from_secs(seconds);
     let limit = Duration::from_secs(seconds + 120);
     let inner = client.clone();
@@ -701,7 +427,7 @@ fn threads_sharing_a_client_under_compaction_keep_every_byte() {
                     let client = client.clone();
                     std::thread::Builder::new()
                         .name(format!("model worker {index}"))
-                        .spawn(move || worker(client, index, until))
+                        .spawn(move || worker(client, index, seed, until))
                         .unwrap()
                 })
                 .collect();
@@ -719,11 +445,11 @@ fn threads_sharing_a_client_under_compaction_keep_every_byte() {
             (tally, wrong, compactions, cleanups, moves)
         });
     eprintln!(
-        "threads model: {seconds} s, {compactions} compactions ({cleanups} cleanups) moving {moves} slices; {tally:?}"
+        "threads model: {seconds} s, seed {seed}, {compactions} compactions ({cleanups} cleanups) moving {moves} slices; {tally:?}"
     );
     assert!(
         wrong.is_empty() && tally.wrong_handles == 0 && tally.errors == 0,
-        "{} handles read {} wrong bytes, {} errors: {:#?}",
+        "seed {seed}: {} handles read {} wrong bytes, {} errors: {:#?}",
         tally.wrong_handles,
         tally.wrong_bytes,
         tally.errors,
