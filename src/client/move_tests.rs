@@ -261,10 +261,10 @@ fn a_healthy_slice_never_moves_into_a_destroyed_page_once_its_export_ended() {
     }
 }
 
-/// Items 7 and 8: export holds end at a submission through `queue()` from any thread,
-/// or a sync or cleanup; after dropping everything and one cleanup nothing is live and
-/// nothing is reserved, whatever threads exported what. A hold that never ends keeps
-/// only its own slice in place: its page still takes moved slices.
+/// Items 7 and 8: export holds end at the dropping thread's submission through
+/// `queue()`, sync or cleanup, or its exit; once the exporting threads exited, dropping
+/// everything and one cleanup leaves nothing live and nothing reserved. A hold that
+/// never ends keeps only its own slice in place: its page still takes moved slices.
 #[test]
 fn export_holds_end_and_never_pin_a_page_for_ever() {
     let Some(client) = client() else { return };

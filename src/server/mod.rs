@@ -119,7 +119,7 @@ pub(crate) struct Server {
     idle: room::pending::IdleClock,
     /// Main pages the application destroyed, and the slices that keep allocations out.
     destroyed: faults::destroyed::DestroyedPages,
-    /// Exported slices held until the application's next submission (see
+    /// Exported slices held until the thread that dropped their resource submits (see
     /// `memory::exports`).
     exports: memory::exports::Exports,
 }
