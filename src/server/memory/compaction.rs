@@ -50,7 +50,9 @@
 //!   the batch carrying the copy (claimed, not read as garbage, should wgpu refuse that
 //!   batch); the descriptor's new location, so work recorded later binds the new place;
 //!   and the source range, kept reserved until that batch is taken for submission (step
-//!   3), so nothing recorded later can land on the bytes the copy still reads.
+//!   3), so nothing recorded later can land on the bytes the copy still reads (a
+//!   reservation that compacted frees it at once: what it records lands after the
+//!   copies in the same encoder).
 //!
 //! [`HandleResource`]: crate::server::HandleResource
 
