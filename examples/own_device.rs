@@ -82,7 +82,7 @@ pub fn run(device: wgpu::Device, queue: wgpu::Queue) -> Result<Client, Box<dyn s
     // Submit through the client's queue, never a raw `wgpu::Queue`: it submits the
     // client's recorded work first (so the pass sees every earlier create and launch),
     // and lets go of the exported slices once the pass that uses them is submitted (the
-    // README, "What the client asks of the application").
+    // README, "What the client asks of you").
     client.queue().submit([encoder.finish()]);
     // Reads through the client see what the app's own pass wrote (one queue orders them).
     check(&client.read_blocking(&input)?, &[4.0, 8.0, 12.0, 16.0])?;

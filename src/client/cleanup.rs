@@ -91,16 +91,18 @@ impl Client {
     /// page are dropped with it, so wgpu frees the page once the device is done with it;
     /// pages the device is already done with are freed (on the client's reclaimer
     /// thread, waited for at most [`RECLAIM_WAIT`](super::RECLAIM_WAIT)) before it
-    /// returns.
+    /// returns. Counts as the calling thread's submission for the exported slices it
+    /// dropped (see [`resource`](Self::resource)); those other threads dropped stay held
+    /// until those threads submit, sync, clean up or exit.
     ///
     /// Never fails: when wgpu refuses the batch carrying the compaction's copies (the
     /// moved slices are then claimed by that failure), a `tracing` warning says so, the
     /// report counts no move, and the free pages are given back all the same.
     pub fn cleanup(&self) -> CleanupReport {
         let started = std::time::Instant::now();
-        let _ = self.flush();
-        // A cleanup ends every export hold whose resource is gone (`Client::resource`).
-        self.shared.export_epoch.advance();
+        // A cleanup counts as the calling thread's submission: it ends the holds of the
+        // exports this thread dropped before it (`Client::resource`).
+        let _ = self.shared.export_epoch.counted(|| self.flush());
         self.poll(wgpu::PollType::Poll);
         let before = self.held_after_releases();
         let (moves, bytes_moved) = self.compact_main().unwrap_or_else(|error| {

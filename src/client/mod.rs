@@ -21,6 +21,7 @@ mod compaction;
 mod config;
 mod configure;
 mod device_memory;
+mod exports;
 #[cfg(test)]
 mod failure_tests;
 #[cfg(test)]
@@ -42,8 +43,8 @@ mod summary;
 pub use crate::report::{BudgetUse, DeviceMemory};
 pub use crate::server::{
     BUDGET_FIELD, ClientError, Handle, HandleResource, Kernel, MAX_BATCH_COMMANDS, MAX_BIND_GROUPS,
-    MAX_HELD_EXPORTS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES, ReadBytes,
-    SMALLEST_UPLOAD_PAGE, STAGING_FLOOR, STAGING_FREE_FLOOR, STAGING_IDLE_OPERATIONS,
+    MAX_CLIENTS_PER_THREAD, MAX_HELD_EXPORTS, MAX_IN_FLIGHT, MAX_PIPELINES, MAX_QUEUED_RELEASES,
+    ReadBytes, SMALLEST_UPLOAD_PAGE, STAGING_FLOOR, STAGING_FREE_FLOOR, STAGING_IDLE_OPERATIONS,
     STAGING_IDLE_RESERVATIONS, SubmitPolicy,
 };
 pub use budget::RECLAIM_WAIT;
@@ -58,7 +59,8 @@ pub use queue::{ClientQueue, ClientWriteBufferView};
 pub use streamed_reads::MIN_STREAMED_PART;
 
 use crate::memory_management::{
-    MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport, PoolLayout,
+    InstallMemoryPoolsError, MemoryConfiguration, MemoryPoolsConfig, MemoryRecord, MemoryReport,
+    PoolLayout,
 };
 use crate::report::EventKind;
 use crate::server::History;
@@ -110,8 +112,9 @@ struct Shared {
     /// recomputed only when staging in flight passes it, so a stream of writes walks the
     /// main memory's slices once per crossing, not once per write.
     staging_bound: AtomicU64,
-    /// Advanced by the application's submissions through `queue()`, its syncs and
-    /// cleanups: ends the holds of exported slices (see `server::memory::exports`).
+    /// Counts each thread's submissions through `queue()`, syncs, cleanups and
+    /// installs: ends the holds of the exported slices that thread dropped (see
+    /// `server::memory::exports`).
     export_epoch: Arc<crate::server::ExportEpoch>,
     /// The history ring, label scopes and live allocations' labels (their own mutex:
     /// a handle's last clone records its free without the server's lock).
@@ -250,7 +253,8 @@ impl Client {
     /// create, write and launch made before this call (wgpu orders work by submission);
     /// [`ClientQueue::submit`] and [`ClientQueue::write_buffer`] do so again at the moment
     /// they are called. Submit work that uses the client's slices through it: an
-    /// exported slice stays reserved until such a submission (see [`resource`](Self::resource)).
+    /// exported slice stays reserved and in place until the thread that dropped its
+    /// resource submits so (see [`resource`](Self::resource)).
     /// A failed submit is kept as the outputs' claims (see [`flush`](Self::flush)).
     pub fn queue(&self) -> ClientQueue<'_> {
         let _ = self.flush();
@@ -464,50 +468,6 @@ impl Client {
         Ok(())
     }
 
-    /// Where `handle`'s bytes are, for the application's own bind groups and copies.
-    /// Submits the client's recorded work first, so that the application's own
-    /// submissions made after this call see every earlier write and launch.
-    ///
-    /// The slice does not move (no compaction takes it or its page) while the resource
-    /// or a clone of it lives. It stays reserved while the resource or a handle lives,
-    /// and after both are dropped until the application's next submission through
-    /// [`queue`](Self::queue)`().submit(..)` (from any thread), [`sync`](Self::sync) or
-    /// [`cleanup`](Self::cleanup): work the application recorded on it and submits
-    /// there runs before any new allocation can take the slice (at most
-    /// [`MAX_HELD_EXPORTS`] slices are held so; see the README, "What the client asks of
-    /// the application").
-    ///
-    /// That hold protects one thread's record, drop, submit. Any thread's submission,
-    /// sync or cleanup ends it, so in a program where other threads submit, sync or
-    /// clean up meanwhile, keep the resource alive until the work recorded on it is
-    /// submitted: once the hold ends the slice may be moved or given to a new
-    /// allocation, and work submitted later would land on its next owner.
-    ///
-    /// # Errors
-    /// [`ClientError::Memory`] for a stale handle; [`ClientError::ForeignHandle`] for a
-    /// handle of another client; [`ClientError::DeviceLost`] or [`ClientError::Wgpu`] when
-    /// the recorded work cannot be submitted.
-    pub fn resource(&self, handle: &Handle) -> Result<HandleResource, ClientError> {
-        // Pinned first: no compaction recorded from here on moves the slice, and the
-        // flush puts every move recorded before on the queue (a batch another thread
-        // took is submitted before this thread gets the submit turn), so the place
-        // handed out is where the bytes are once the application's work runs.
-        let pin = {
-            let server = self.shared.server.lock();
-            server.check_owner(handle, "resource")?;
-            server.pin(handle)
-        };
-        self.flush()?;
-        self.shared.server.lock().export_resource(handle, pin)
-    }
-
-    /// Exported slices still held after their last drop, waiting for a submission
-    /// through [`queue`](Self::queue), a [`sync`](Self::sync) or a
-    /// [`cleanup`](Self::cleanup) (at most [`MAX_HELD_EXPORTS`]).
-    pub fn held_exports(&self) -> usize {
-        self.shared.server.lock().held_exports()
-    }
-
     /// The memory report: the main pools, and the staging memory as the auxiliary memory
     /// `"staging"`. Display it with [`MemorySummary`](crate::report::MemorySummary).
     pub fn memory_report(&self) -> MemoryReport {
@@ -515,15 +475,27 @@ impl Client {
     }
 
     /// Installs a new pool layout in the main memory: resolves `config` against the
-    /// device's limits, gives every free page back, then swaps the pools (fresh high-water
-    /// marks). Staging memory is never affected.
+    /// device's limits, submits the recorded work, gives every free page back, then swaps
+    /// the pools (fresh high-water marks). Staging memory is never affected.
+    ///
+    /// Counts as the calling thread's [`sync`](Self::sync) for the exported slices it
+    /// dropped (see [`resource`](Self::resource)), without waiting for the device: once
+    /// the application dropped every handle and resource on this thread, the install
+    /// succeeds.
     ///
     /// # Errors
     /// [`ClientError::Config`] when `config` is invalid for this device;
-    /// [`ClientError::Install`] with `PoolsInUse` when live handles remain in the main
-    /// pools (the old layout stays; retry after dropping them).
+    /// [`ClientError::ExportsHeld`] when allocations remain in the main pools and some
+    /// are exported slices whose resources other threads dropped and that those threads
+    /// have not submitted, synced, cleaned up or exited since (the old layout stays; it
+    /// names the threads: let them submit, then retry); [`ClientError::Install`] with
+    /// `PoolsInUse` when live handles or resources remain (the old layout stays; retry
+    /// after dropping them).
     pub fn install_memory_pools(&self, config: &MemoryPoolsConfig) -> Result<(), ClientError> {
         let layout = config.resolve(&storage_memory_properties(&self.device().limits()))?;
+        // The flush also frees the ranges that moved slices left (they wait for the batch
+        // carrying the copies). A failed batch is kept as its outputs' claims.
+        let _ = self.shared.export_epoch.counted(|| self.flush());
         let mut server = self.shared.server.lock();
         server.release_dropped();
         let before = reserved_bytes(&server.memory_report());
@@ -534,21 +506,24 @@ impl Client {
             .main
             .cleanup(crate::memory_management::Cleanup::Explicit);
         self.record_pages(&mut server);
-        server.install(layout)?;
+        server
+            .install(layout)
+            .map_err(|error| held_exports_error(&server, error))?;
         let dropped = before.saturating_sub(reserved_bytes(&server.memory_report()));
         self.record(EventKind::Install, dropped, |_| {});
         Ok(())
     }
 
     /// Submits the recorded work and waits until everything submitted is done (an
-    /// untimed wait on the device's answer; a lost device answers at once).
+    /// untimed wait on the device's answer; a lost device answers at once). Counts as
+    /// the calling thread's submission for the exported slices it dropped (see
+    /// [`resource`](Self::resource)).
     ///
     /// # Errors
     /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Wgpu`] when
     /// wgpu refuses the recorded batch or the wait fails.
     pub fn sync(&self) -> Result<(), ClientError> {
-        self.flush()?;
-        self.shared.export_epoch.advance();
+        self.shared.export_epoch.counted(|| self.flush())?;
         let device = &self.shared.device;
         let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             device.poll(wgpu::PollType::wait_indefinitely())
@@ -597,4 +572,28 @@ fn reserved_bytes(report: &MemoryReport) -> u64 {
                     .sum::<u64>()
         })
         .sum()
+}
+
+/// `error` as [`ClientError::ExportsHeld`] when an install found the pools in use and
+/// some of what holds them are exports waiting for the threads that dropped them.
+fn held_exports_error(server: &Server, error: ClientError) -> ClientError {
+    let ClientError::Install(InstallMemoryPoolsError::PoolsInUse {
+        bytes_in_use,
+        allocations,
+    }) = error
+    else {
+        return error;
+    };
+    let waiting = server.exports_waiting();
+    if waiting.slices == 0 {
+        return error;
+    }
+    ClientError::ExportsHeld {
+        operation: "install_memory_pools".to_string(),
+        allocations,
+        bytes_in_use,
+        slices: waiting.slices,
+        bytes: waiting.bytes,
+        threads: waiting.threads,
+    }
 }

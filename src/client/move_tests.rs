@@ -261,10 +261,10 @@ fn a_healthy_slice_never_moves_into_a_destroyed_page_once_its_export_ended() {
     }
 }
 
-/// Items 7 and 8: export holds end at a submission through `queue()` from any thread,
-/// or a sync or cleanup; after dropping everything and one cleanup nothing is live and
-/// nothing is reserved, whatever threads exported what. A hold that never ends keeps
-/// only its own slice in place: its page still takes moved slices.
+/// Items 7 and 8: export holds end at the dropping thread's submission through
+/// `queue()`, sync or cleanup, or its exit; once the exporting threads exited, dropping
+/// everything and one cleanup leaves nothing live and nothing reserved. A hold that
+/// never ends keeps only its own slice in place: its page still takes moved slices.
 #[test]
 fn export_holds_end_and_never_pin_a_page_for_ever() {
     let Some(client) = client() else { return };
@@ -307,6 +307,58 @@ fn export_holds_end_and_never_pin_a_page_for_ever() {
     };
     assert!(done.moves > 0, "the held slice's page took a moved slice");
     assert_eq!(place(&client, &moving.0).0, page_a);
+    assert_reads(&client, &kept);
+}
+
+/// A thread records a copy into a live handle's resource in its own encoder and drops
+/// the resource; meanwhile another thread submits through `queue()`, cleans up and
+/// compacts (the target sits alone in its page, so a compaction would move it). The
+/// copy, submitted after, must land in the target's bytes; once that thread has
+/// submitted, the target may move again. (Before: the other thread's submission ended
+/// the hold, the compaction moved the target, and the copy landed at its old place.)
+#[test]
+fn an_app_copy_lands_whatever_another_thread_submits_and_compacts_before_its_submit() {
+    let Some(client) = client() else { return };
+    let ((target, _), kept) = sparse_target(&client);
+    let source = kept[0].clone();
+    let before = place(&client, &target);
+    let (recorded, recorded_here) = std::sync::mpsc::channel();
+    let (go, go_there) = std::sync::mpsc::channel::<()>();
+    let (inner, from, to) = (client.clone(), source.0.clone(), target.clone());
+    let thread = std::thread::spawn(move || {
+        let mut encoder = inner.device().create_command_encoder(&Default::default());
+        let (a, b) = (inner.resource(&from).unwrap(), inner.resource(&to).unwrap());
+        encoder.copy_buffer_to_buffer(&a.buffer, a.offset, &b.buffer, b.offset, 256 * KIB);
+        drop((a, b));
+        recorded.send(()).unwrap();
+        go_there.recv().unwrap();
+        inner.queue().submit([encoder.finish()]);
+        recorded.send(()).unwrap();
+        go_there.recv().unwrap();
+    });
+    recorded_here.recv().unwrap();
+    client.queue().submit([]);
+    client.sync().unwrap();
+    client.cleanup();
+    client.compact().unwrap();
+    assert_eq!(
+        place(&client, &target),
+        before,
+        "the target moved before the copy"
+    );
+    go.send(()).unwrap();
+    recorded_here.recv().unwrap();
+    assert_reads(&client, &[(target.clone(), source.1.clone())]);
+    // That thread has submitted (it still runs): the hold is over, the target moves.
+    assert!(client.compact().unwrap().moves > 0);
+    assert_ne!(
+        place(&client, &target),
+        before,
+        "the hold outlived the submit"
+    );
+    go.send(()).unwrap();
+    thread.join().unwrap();
+    assert_reads(&client, &[(target, source.1)]);
     assert_reads(&client, &kept);
 }
 

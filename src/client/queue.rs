@@ -7,10 +7,14 @@ use super::Client;
 /// with the client's own work.
 ///
 /// - [`submit`](Self::submit) first submits the work the client recorded, then the
-///   application's command buffers, and counts the submission: a slice exported by
-///   [`Client::resource`] stays reserved after its last drop until such a submission
-///   (from any thread), a [`Client::sync`] or a [`Client::cleanup`]
-///   (see the README, "What the client asks of the application").
+///   application's command buffers, and counts the submission for the calling thread: a
+///   slice exported by [`Client::resource`] stays reserved and in place after its
+///   resource's last clone is dropped until the thread that dropped it submits here (or
+///   calls [`Client::sync`], [`Client::cleanup`] or [`Client::install_memory_pools`], or
+///   exits). Other threads' submissions do not end it, so work a thread records on a
+///   live handle's resource and submits here lands in that handle's bytes even when the
+///   resource was dropped before the submit (see [`Client::resource`] for what this
+///   cannot cover: work recorded on one thread and submitted from another).
 /// - [`write_buffer`](Self::write_buffer) first submits the work the client recorded,
 ///   so the write runs after every launch and write made before it, even through a
 ///   `ClientQueue` kept from earlier (wgpu runs a `write_buffer` before the next
@@ -38,16 +42,20 @@ impl ClientQueue<'_> {
     /// Submits the client's recorded work, then `command_buffers`, in the client's submit
     /// turn; returns the application's submission. A failed submit of the client's work
     /// is kept as its outputs' claims (see [`Client::flush`]).
+    ///
+    /// Once wgpu's submit returned, the exported slices whose resources this thread
+    /// dropped before the call are let go (a resource dropped during the call, in a
+    /// wgpu callback, waits for the thread's next one).
     pub fn submit<I: IntoIterator<Item = wgpu::CommandBuffer>>(
         &self,
         command_buffers: I,
     ) -> wgpu::SubmissionIndex {
         let shared = &self.client.shared;
-        let _turn = self.client.turn();
-        let _ = self.client.flush();
-        let submission = shared.queue.submit(command_buffers);
-        shared.export_epoch.advance();
-        submission
+        shared.export_epoch.counted(|| {
+            let _turn = self.client.turn();
+            let _ = self.client.flush();
+            shared.queue.submit(command_buffers)
+        })
     }
 
     /// Writes `data` at byte `offset` of `buffer` (`wgpu::Queue::write_buffer`), after

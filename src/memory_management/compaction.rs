@@ -37,7 +37,7 @@ pub enum Pin {
     #[default]
     Free,
     /// The slice stays where it is, but its page may still take moved slices (its owner
-    /// needs its bytes to stay put, not the page: a held export whose handles are gone).
+    /// needs its bytes to stay put, not the page: a held export whose resource is gone).
     /// A page holding such a slice cannot empty, so its other slices stay too.
     Slice,
     /// The slice stays, and its page neither gives nor takes slices (its owner holds the

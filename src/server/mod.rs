@@ -39,6 +39,7 @@ pub use batch::{MAX_BATCH_COMMANDS, SubmitPolicy};
 pub use faults::error::ClientError;
 pub use launches::caches::{MAX_BIND_GROUPS, MAX_PIPELINES};
 pub use launches::kernel::Kernel;
+pub use memory::export_life::MAX_CLIENTS_PER_THREAD;
 pub use memory::exports::MAX_HELD_EXPORTS;
 pub use memory::handle::{Handle, HandleResource, MAX_QUEUED_RELEASES};
 pub use reads::read_bytes::ReadBytes;
@@ -52,6 +53,7 @@ pub use uploads::upload::{
 pub(crate) use batch::{Batch, BatchFailure};
 pub(crate) use faults::lost::DeviceLoss;
 pub(crate) use memory::export_life::ExportEpoch;
+pub(crate) use memory::exports::Waiting;
 use memory::handle::DropNotice;
 pub(crate) use memory::history::{FreeRecord, History};
 #[cfg(test)]
@@ -118,7 +120,7 @@ pub(crate) struct Server {
     idle: room::pending::IdleClock,
     /// Main pages the application destroyed, and the slices that keep allocations out.
     destroyed: faults::destroyed::DestroyedPages,
-    /// Exported slices held until the application's next submission (see
+    /// Exported slices held until the thread that dropped their resource submits (see
     /// `memory::exports`).
     exports: memory::exports::Exports,
 }
@@ -242,8 +244,8 @@ impl Server {
     /// Where a handle's bytes are, for the application, under `pin` (taken before the
     /// client submitted the moves recorded so far: see `Client::resource`): the slice
     /// stays pinned while the resource or a clone of it lives, and is held, in place,
-    /// until the application's next submission through `Client::queue()`, sync or
-    /// cleanup after that (see `memory::exports`).
+    /// after that until the thread that dropped its last clone submits through
+    /// `Client::queue()`, syncs, cleans up, installs or exits (see `memory::exports`).
     pub(crate) fn export_resource(
         &mut self,
         handle: &Handle,
@@ -265,15 +267,21 @@ impl Server {
         Ok(())
     }
 
-    /// The epoch the application's submissions, syncs and cleanups advance (see
+    /// The epoch the threads' submissions, syncs, cleanups and installs count on (see
     /// `memory::exports`).
     pub(crate) fn export_epoch(&self) -> std::sync::Arc<memory::export_life::ExportEpoch> {
         self.exports.epoch()
     }
 
-    /// Exported slices held until the export epoch passes them.
+    /// Exported slices held: resources alive, and dropped ones waiting for their thread.
     pub(crate) fn held_exports(&self) -> usize {
         self.exports.len()
+    }
+
+    /// The held exports whose resources are dropped and whose threads have not
+    /// submitted since.
+    pub(crate) fn exports_waiting(&self) -> Waiting {
+        self.exports.waiting()
     }
 
     /// Pins `handle`'s allocation until the guard is dropped.

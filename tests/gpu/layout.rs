@@ -93,3 +93,77 @@ fn memory_records_keep_only_the_newest_within_their_bound() {
         .collect();
     assert_eq!(labels, ["step 7", "step 8", "step 9"]);
 }
+
+/// Once the application dropped every handle and resource, an install succeeds: the
+/// export hold of a slice whose resource this thread dropped ends with the install
+/// itself (before, it was refused: "1 allocations (100 bytes) are still live ... drop
+/// those handles and bindings and retry").
+#[test]
+fn install_succeeds_once_every_handle_and_resource_is_dropped() {
+    let Some(client) = fresh() else { return };
+    let pools = parse_memory_config(TWO_POOLS).unwrap().pools.unwrap();
+    let handle = client.create(&[3; 100]).unwrap();
+    let resource = client.resource(&handle).unwrap();
+    drop(resource);
+    drop(handle);
+    client.install_memory_pools(&pools).unwrap();
+    let usage = client.memory_report().streams[0].pools.usage();
+    assert_eq!((usage.number_allocs, usage.bytes_in_use), (0, 0));
+    assert_eq!(client.held_exports(), 0);
+}
+
+/// A slice whose resource another, still running, thread dropped stays held until that
+/// thread submits: the install is refused with an error naming the held slices, their
+/// thread and the calls that let them go; after the thread's submit it succeeds.
+#[test]
+fn install_refused_for_another_threads_held_export_names_it() {
+    let Some(client) = fresh() else { return };
+    let pools = parse_memory_config(TWO_POOLS).unwrap().pools.unwrap();
+    let (dropped, dropped_here) = std::sync::mpsc::channel();
+    let (submit, submit_there) = std::sync::mpsc::channel::<()>();
+    let inner = client.clone();
+    let thread = std::thread::Builder::new()
+        .name("exporting thread".into())
+        .spawn(move || {
+            let handle = inner.create(&[3; 100]).unwrap();
+            drop(inner.resource(&handle).unwrap());
+            drop(handle);
+            dropped.send(()).unwrap();
+            submit_there.recv().unwrap();
+            inner.queue().submit([]);
+            dropped.send(()).unwrap();
+            // Alive until the install is done: only its submit lets the slice go.
+            submit_there.recv().unwrap();
+        })
+        .unwrap();
+    dropped_here.recv().unwrap();
+    // Another thread's submission, sync and cleanup do not end the hold.
+    client.queue().submit([]);
+    client.sync().unwrap();
+    client.cleanup();
+    let refused = client.install_memory_pools(&pools);
+    match &refused {
+        Err(ClientError::ExportsHeld {
+            operation,
+            allocations: 1,
+            bytes_in_use: 100,
+            slices: 1,
+            bytes: 100,
+            threads,
+        }) => {
+            assert_eq!(operation, "install_memory_pools");
+            assert!(threads[0].contains("'exporting thread'"), "{threads:?}");
+        }
+        other => panic!("expected ExportsHeld, got {other:?}"),
+    }
+    let message = refused.unwrap_err().to_string();
+    assert!(
+        message.contains("'exporting thread'") && message.contains("Client::queue().submit"),
+        "{message}"
+    );
+    submit.send(()).unwrap();
+    dropped_here.recv().unwrap();
+    client.install_memory_pools(&pools).unwrap();
+    submit.send(()).unwrap();
+    thread.join().unwrap();
+}

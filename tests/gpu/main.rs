@@ -52,4 +52,5 @@ mod staging;
 mod staging_bound;
 mod storage;
 mod threads;
+mod threads_model;
 mod watchdog;

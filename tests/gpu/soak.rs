@@ -5,7 +5,7 @@
 //! set near what the client holds and cleared again, and `resource()` exports: used by
 //! the application's own encoders and submitted through `Client::queue()` while the
 //! resource lives, or, from the threads that never submit, sync or clean up, only bound
-//! or dropped.
+//! or dropped (held until those threads exit).
 //!
 //! Each thread keeps a host model of every handle it owns, changed only by operations
 //! that returned `Ok`; a budget refusal (`OutOfMemory` naming the budget) is the one
@@ -32,7 +32,8 @@ const MAX_OWNED: usize = 12;
 /// Threads below this index set the budget near what is held, and clear it.
 const BUDGET_SETTERS: u64 = 2;
 /// Threads from this index on never submit, sync or clean up: their exports are only
-/// bound or dropped, and end by other threads' submissions (issue 22 item 7).
+/// bound or dropped, held until the thread exits (a dropped export is held until the
+/// dropping thread submits, syncs, cleans up or exits).
 const FIRST_SILENT: u64 = 6;
 
 /// A handle and the bytes it must hold.
@@ -132,9 +133,8 @@ impl Worker {
     }
 
     /// The helper shape: record on an export, make a new handle, submit through the
-    /// client's queue, then drop the export. With other threads submitting and cleaning
-    /// up, the export must outlive the submit (their submissions end the hold a dropped
-    /// export leaves: `Client::resource`).
+    /// client's queue, then drop the export (the hold a dropped export leaves lasts
+    /// until this thread's next submission: `Client::resource`).
     fn export_and_create(&mut self, len: usize) {
         let at = self.pick();
         let Some(resource) = self.tally.sort(

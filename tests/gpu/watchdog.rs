@@ -14,13 +14,20 @@ pub fn within<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> T {
     let (sender, receiver) = mpsc::channel();
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name(format!("watched: {what}"))
         .spawn(move || {
             let _ = sender.send(catch_unwind(AssertUnwindSafe(work)));
         })
         .expect("spawning the watched thread");
-    match receiver.recv_timeout(limit) {
+    let answer = receiver.recv_timeout(limit);
+    if answer.is_ok() {
+        // The work is done and its thread is exiting: joined, so what a thread's exit
+        // does (its thread-locals' destructors end the export holds it left) is done
+        // when this returns.
+        let _ = thread.join();
+    }
+    match answer {
         Ok(Ok(value)) => value,
         Ok(Err(panic)) => resume_unwind(panic),
         Err(_) => panic!("hang: {what} did not finish within {limit:?}"),

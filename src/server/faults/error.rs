@@ -248,6 +248,34 @@ pub enum ClientError {
         /// [`MAX_CALLBACKS`](crate::client::MAX_CALLBACKS).
         limit: usize,
     },
+    /// An operation that needs the main pools empty
+    /// ([`install_memory_pools`](crate::Client::install_memory_pools)) found live
+    /// allocations, some of them exported slices whose
+    /// [`HandleResource`](crate::HandleResource)s were dropped on other threads that have
+    /// not submitted through [`Client::queue`](crate::Client::queue), synced, cleaned up
+    /// or exited since: work those threads recorded on them may still wait for its
+    /// submit, so the slices stay reserved (see
+    /// [`Client::resource`](crate::Client::resource)). Transient: let each named thread
+    /// call `Client::queue().submit(..)`, `Client::sync()` or `Client::cleanup()` (or
+    /// end), drop any other handles and resources, and retry.
+    #[error(
+        "{operation}: {allocations} allocations ({bytes_in_use} bytes) are still live in the main pools; {slices} of them ({bytes} bytes) are exported slices whose resources were dropped on threads that have not submitted since: {}; call Client::queue().submit(..), Client::sync() or Client::cleanup() on each of those threads (or let it end), drop any other handles and resources, and retry",
+        threads.join(", ")
+    )]
+    ExportsHeld {
+        /// What was attempted (`install_memory_pools`).
+        operation: String,
+        /// Live allocations in the main pools, the held slices included.
+        allocations: u64,
+        /// Their bytes in use, in bytes.
+        bytes_in_use: u64,
+        /// Exported slices held for threads that have not submitted since their drop.
+        slices: usize,
+        /// Those slices' bytes (their handles' sizes), in bytes.
+        bytes: u64,
+        /// The threads they wait for (name and id), at most eight.
+        threads: Vec<String>,
+    },
     /// A staging buffer could not be mapped for a read.
     #[error("mapping the staging buffer of a {size}-byte read failed: {message}")]
     Map {

@@ -5,10 +5,11 @@
 //!
 //! 1. A slice whose address left the client is **pinned**: a [`HandleResource`] the
 //!    application holds (its buffer and offset may sit in the application's own bind
-//!    groups and encoders), an export still held until the application's next
-//!    submission through `Client::queue()`, or a read in flight; so is every slice of a
-//!    page the application destroyed. A page holding a pinned slice neither gives nor
-//!    takes moved slices.
+//!    groups and encoders), or a read in flight; so is every slice of a page the
+//!    application destroyed. A page holding a pinned slice neither gives nor takes moved
+//!    slices. An export whose resource was dropped but whose dropping thread has not
+//!    submitted since (see `exports`) keeps its slice in place; its page may take moved
+//!    slices.
 //! 2. The memory moves the rest and queues one copy per moved slice in the storage; the
 //!    server records them into the pending encoder at once, before anything else, and
 //!    notes each destination as an output of the batch (should wgpu refuse the batch,
@@ -22,6 +23,36 @@
 //! 4. Launches resolve their bindings when they are recorded, so a launch recorded after
 //!    a move binds the slice where it is now; one recorded before bound where it was and
 //!    runs before the copy.
+//!
+//! # Why a move is safe against every other thread
+//!
+//! - **Which locations may outlive which lock.** A slice's location is read and changed
+//!   only under the server's mutex. Locations the client itself reads (launch
+//!   bindings, upload, merge and read copies, `Server::resource`) are recorded into the
+//!   pending batch in the same critical section, so none outlives the mutex: a move
+//!   planned later records its copy after them. Batches go to the queue in the order
+//!   they were taken, under the submit turn. The locations that outlive every lock of
+//!   ours are those the application was given ([`HandleResource`]: in its encoders,
+//!   bind groups and wgpu's pending `write_buffer`s) and those a read in flight waits
+//!   on. Those slices are named at every pass: pinned with their page while a resource
+//!   clone lives (the pin table, and the export's own hold, which covers the drop of
+//!   its last clone) or while the read is in flight; then, for an export, held in place
+//!   and reserved until the thread that dropped the last clone has had a counted
+//!   submission (`ClientQueue::submit`, sync, cleanup, install) *begun after the drop*
+//!   return, or has exited. The application records and submits on one thread, through
+//!   `Client::queue()`, so by then what it recorded on the old address is on the queue.
+//! - **What a move waits for.** Nothing on the device: only the mutex to plan it (over
+//!   slices no pin or hold names, on pages not destroyed) and the submit turn to submit
+//!   the batch carrying its copy. Its copy therefore runs after every submission that
+//!   returned before it was planned, the application's submission that ended a hold
+//!   included, and before every submission recorded after.
+//! - **What a move claims.** A destination range in another hole, noted as an output of
+//!   the batch carrying the copy (claimed, not read as garbage, should wgpu refuse that
+//!   batch); the descriptor's new location, so work recorded later binds the new place;
+//!   and the source range, kept reserved until that batch is taken for submission (step
+//!   3), so nothing recorded later can land on the bytes the copy still reads (a
+//!   reservation that compacted frees it at once: what it records lands after the
+//!   copies in the same encoder).
 //!
 //! [`HandleResource`]: crate::server::HandleResource
 
@@ -47,7 +78,8 @@ pub(crate) struct DeviceCompaction {
 /// What a compaction pass may move, taken once per pass: slices whose address left the
 /// client stay with their page ([`Pin::Page`]): a live `HandleResource`, a read in flight,
 /// every slice of a page the application destroyed; a held export whose resource is gone
-/// stays alone ([`Pin::Slice`]).
+/// stays alone ([`Pin::Slice`]) until its dropping thread submits (see the module docs,
+/// "Why a move is safe against every other thread").
 pub(crate) struct PinRule {
     pinned: HashMap<ManagedMemoryId, u32>,
     held: HashMap<ManagedMemoryId, Pin>,

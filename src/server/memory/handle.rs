@@ -93,12 +93,14 @@ pub struct HandleResource {
     /// Bytes of the handle (not rounded).
     pub size: u64,
     pub(crate) _binding: ManagedMemoryBinding,
+    /// For an exported resource: records, with the last clone's drop, which thread let
+    /// go of the address and how far its submissions had got (see `exports`). Dropped
+    /// before `_pin` (fields drop in order), so the slice is held from the moment the pin
+    /// goes.
+    pub(crate) _export: Option<std::sync::Arc<super::export_life::ExportLife>>,
     /// Keeps the slice from moving while the application holds its address (`None` for
     /// the server's own short-lived lookups).
     pub(crate) _pin: Option<super::pins::PinGuard>,
-    /// For an exported resource: records, with the last clone's drop, when the
-    /// application let go of the address (see `exports`).
-    pub(crate) _export: Option<std::sync::Arc<super::export_life::ExportLife>>,
 }
 
 impl HandleResource {
