@@ -15,7 +15,7 @@
 //! allocator holds what it held before the client was made, within one device memory
 //! block.
 
-mod support;
+pub(crate) mod support;
 
 use crate::device::pattern;
 use crate::kernels::{ADD_ONE, groups_for};

@@ -5,19 +5,8 @@ use crate::kernels::groups_for;
 use wgpu_memory::Handle;
 use wgpu_memory::memory_management::ManagedMemoryId;
 
-/// A small deterministic generator (one per thread).
-pub struct Lcg(pub u64);
-
-impl Lcg {
-    /// A number in `0..n` (0 when `n` is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n.max(1)
-    }
-}
+/// The soak's generator, one per thread.
+pub use crate::soak::support::Lcg;
 
 /// Adds 1 to each little-endian word of `bytes` that `ADD_ONE` dispatched over
 /// `groups_for(dispatched)` reaches; a partial last word as the kernel leaves the bytes
