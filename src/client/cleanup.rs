@@ -99,7 +99,7 @@ impl Client {
     /// moved slices are then claimed by that failure), a `tracing` warning says so, the
     /// report counts no move, and the free pages are given back all the same.
     pub fn cleanup(&self) -> CleanupReport {
-        let started = std::time::Instant::now();
+        let started = web_time::Instant::now();
         // A cleanup counts as the calling thread's submission: it ends the holds of the
         // exports this thread dropped before it (`Client::resource`).
         let _ = self.shared.export_epoch.counted(|| self.flush());

@@ -4,7 +4,8 @@
 use super::Client;
 use super::cleanup::{GivenBack, Held};
 use crate::report::EventKind;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 /// What one [`Client::compact`] did ([`Client::cleanup`] returns a
 /// [`CleanupReport`](super::CleanupReport)).

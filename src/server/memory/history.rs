@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// `History::label_of`).
 pub(crate) const RECENTLY_FREED: usize = 4096;
 use std::sync::Weak;
-use std::time::Instant;
+use web_time::Instant;
 
 /// The ring and the clock its times count from.
 #[derive(Debug)]
@@ -56,8 +56,8 @@ impl History {
         History {
             ring: HistoryRing::new(capacity),
             started: Instant::now(),
-            started_unix_us: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
+            started_unix_us: web_time::SystemTime::now()
+                .duration_since(web_time::UNIX_EPOCH)
                 .map_or(0, |since| {
                     u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
                 }),

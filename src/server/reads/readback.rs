@@ -62,7 +62,7 @@ pub(crate) struct PendingMap {
     parts: Vec<(u64, u64)>,
     submission: wgpu::SubmissionIndex,
     state: Arc<Mutex<MapState>>,
-    started: std::time::Instant,
+    started: web_time::Instant,
     /// The poller's ticket for this map (to park the reader's waker on).
     ticket: u64,
     /// Released with the read (see [`ReadPlan`]).
@@ -100,7 +100,7 @@ impl ReadPlan {
             parts: self.parts,
             submission,
             state,
-            started: std::time::Instant::now(),
+            started: web_time::Instant::now(),
             ticket,
             _pins: self.pins,
         }
@@ -132,7 +132,7 @@ impl ReadPlan {
             parts: self.parts,
             submission,
             state,
-            started: std::time::Instant::now(),
+            started: web_time::Instant::now(),
             ticket,
             _pins: self.pins,
         };

@@ -62,10 +62,19 @@ pub fn destroyed_resource(error: &wgpu::Error) -> bool {
     false
 }
 
+/// On the web wgpu hands on the browser's `GPUError`, which has a message and no type
+/// beyond its filter, so no level of a chain is known to name a destroyed resource; such a
+/// fault is then reported as the device error it is.
+#[cfg(target_arch = "wasm32")]
+fn names_destroyed(_level: &(dyn std::error::Error + 'static)) -> bool {
+    false
+}
+
 /// Whether one level of an error chain is a destroyed-resource variant. A
 /// `#[error(transparent)]` variant hands its inner error's source on as its own, so the
 /// inner error of such a variant is looked at here, and the level below it is the inner
 /// error's source.
+#[cfg(not(target_arch = "wasm32"))]
 fn names_destroyed(level: &(dyn std::error::Error + 'static)) -> bool {
     use wgpu::wgc::binding_model::{BindingError, CreateBindGroupError};
     use wgpu::wgc::command::{ClearError, CommandEncoderError, ComputePassErrorInner};

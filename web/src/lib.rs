@@ -1,0 +1,1 @@
+//! wgpu-memory in the browser: the example page's entry points.
