@@ -17,7 +17,8 @@ impl Client {
     /// The [`MemorySummary`] of [`memory_report`](Self::memory_report) as text, with the
     /// budget ([`budget`](Self::budget)), what wgpu's allocator holds on the device
     /// ([`device_memory`](Self::device_memory)) and the device's largest page
-    /// ([`largest_page`](Self::largest_page): a pool cap above it is shown clamped).
+    /// ([`largest_page`](Self::largest_page): a pool cap above it is shown clamped; a
+    /// staging pool's cap is clamped to the adapter's `max_buffer_size`).
     ///
     /// # Complexity
     /// O(pools + allocations on the device), under the client's lock.
@@ -27,6 +28,7 @@ impl Client {
             .with_budget(self.budget())
             .with_device(self.device_memory())
             .with_largest_page(self.largest_page())
+            .with_largest_staging_page(self.device().limits().max_buffer_size)
             .to_string()
     }
 }

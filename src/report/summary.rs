@@ -23,6 +23,7 @@ pub struct MemorySummary<'a> {
     budget: Option<BudgetUse>,
     device: Option<DeviceMemory>,
     largest_page: Option<u64>,
+    largest_staging_page: Option<u64>,
 }
 
 impl<'a> MemorySummary<'a> {
@@ -33,7 +34,16 @@ impl<'a> MemorySummary<'a> {
             budget: None,
             device: None,
             largest_page: None,
+            largest_staging_page: None,
         }
+    }
+
+    /// Adds the device's largest staging page, in bytes (the adapter's `max_buffer_size`:
+    /// a staging buffer is no storage binding, so only that limit applies to it): a staging
+    /// pool whose cap is above it is shown clamped, as the main pools are.
+    pub fn with_largest_staging_page(mut self, largest_staging_page: u64) -> Self {
+        self.largest_staging_page = Some(largest_staging_page);
+        self
     }
 
     /// Adds the device's largest page, in bytes (`Client::largest_page`): a pool whose
@@ -176,8 +186,13 @@ impl fmt::Display for MemorySummary<'_> {
             write_pools(f, "main pools", &stream.pools, self.largest_page)?;
             for auxiliary in &stream.auxiliary {
                 // The staging memories' pages are not storage bindings: their largest page
-                // is another limit, and their pools take no cap from a configuration.
-                write_pools(f, &auxiliary.name, &auxiliary.pools, None)?;
+                // is the buffer size limit alone.
+                write_pools(
+                    f,
+                    &auxiliary.name,
+                    &auxiliary.pools,
+                    self.largest_staging_page,
+                )?;
             }
         }
         Ok(())
@@ -187,7 +202,63 @@ impl fmt::Display for MemorySummary<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory_management::MemoryReport;
+    use crate::memory_management::{
+        AuxiliaryMemoryReport, MemoryPoolKind, MemoryPoolReport, MemoryPoolsReport, MemoryReport,
+        MemoryUsage, StreamMemoryReport,
+    };
+
+    fn exclusive_pool(max_alloc_size: u64) -> MemoryPoolReport {
+        MemoryPoolReport {
+            kind: MemoryPoolKind::Exclusive { max_alloc_size },
+            usage: MemoryUsage::default(),
+            pages: 1,
+            pages_peak: 1,
+            pages_unmapped: 0,
+            largest_alloc: 0,
+        }
+    }
+
+    fn pools(dynamic: Vec<MemoryPoolReport>) -> MemoryPoolsReport {
+        let empty = MemoryPoolReport {
+            pages_peak: 0,
+            ..exclusive_pool(0)
+        };
+        MemoryPoolsReport {
+            dynamic,
+            persistent: empty.clone(),
+            dedicated: empty,
+        }
+    }
+
+    /// On lavapipe the staging pools said "exclusive (up to 2.00 GiB)" while the device
+    /// makes no buffer above its `max_buffer_size`: a staging cap above that limit is shown
+    /// clamped, with the value asked beside it, as a main pool's is.
+    #[test]
+    fn a_staging_cap_above_the_buffer_limit_is_shown_clamped() {
+        let report = MemoryReport {
+            streams: vec![StreamMemoryReport {
+                stream: cubecl_environment::stream::StreamId { value: 0 },
+                pools: pools(vec![exclusive_pool(1 << 20)]),
+                auxiliary: vec![AuxiliaryMemoryReport {
+                    name: "readback staging".to_string(),
+                    pools: pools(vec![exclusive_pool(2 << 30)]),
+                }],
+            }],
+        };
+        let text = MemorySummary::new(&report)
+            .with_largest_page(128 << 20)
+            .with_largest_staging_page(256 << 20)
+            .to_string();
+        let staging = text
+            .lines()
+            .skip_while(|line| !line.contains("readback staging"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no staging pool line:\n{text}"));
+        assert!(
+            staging.contains("up to 256.00 MiB, the device's largest page; 2.00 GiB asked"),
+            "{staging}"
+        );
+    }
 
     /// The summary's "peak held" and a timeline's "peak reserved" of one run differ
     /// (153.48 MiB against 134.15 MiB) with nothing saying why: the summary says what its
