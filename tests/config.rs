@@ -661,7 +661,7 @@ fn unknown_fields() {
         assert!(
             matches!(
                 &error,
-                PoolConfigError::UnknownField { entry: e, field: f, allowed }
+                PoolConfigError::UnknownField { entry: e, field: f, allowed, .. }
                     if *e == entry && f == field && !allowed.is_empty()
             ),
             "{text:?}: {error:?}"
@@ -950,4 +950,67 @@ fn missing_file_is_an_io_error() {
         other => panic!("expected Io, got {other:?}"),
     }
     assert_message(&error, &["does-not-exist.toml", "cannot read"]);
+}
+
+/// `budjet` was refused listing every allowed key without naming `budget`; a misspelled
+/// `[submit]` key came back as a TOML error, not as the unknown field it is. Both now name
+/// the key they nearly spell, in both readers of the file.
+#[test]
+fn a_misspelled_key_names_the_key_it_nearly_spells() {
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "[memory]\nbudjet = \"1 GiB\"\n",
+            "[memory]",
+            "budjet",
+            "budget",
+        ),
+        (
+            "[submit]\nmax_dispatch = 8\n",
+            "[submit]",
+            "max_dispatch",
+            "max_dispatches",
+        ),
+        (
+            "[submit]\nmaxbytes = \"1 MiB\"\n",
+            "[submit]",
+            "maxbytes",
+            "max_bytes",
+        ),
+    ];
+    for &(text, table, field, nearest) in cases {
+        let mut errors = vec![parse_error(text)];
+        if table == "[submit]" {
+            // The submit reader reads that table itself.
+            errors.push(wgpu_memory::client::parse_submit_policy(text).unwrap_err());
+        }
+        for error in errors {
+            assert!(
+                matches!(
+                    &error,
+                    PoolConfigError::UnknownField { table: t, field: f, nearest: Some(n), .. }
+                        if *t == table && f == field && *n == nearest
+                ),
+                "{text:?}: {error:?}"
+            );
+            assert_message(&error, &[table, &format!("did you mean `{nearest}`?")]);
+        }
+    }
+    // A key far from every allowed one names none.
+    let error = parse_error("[memory]\nzzz = 1\n");
+    assert!(
+        matches!(error, PoolConfigError::UnknownField { nearest: None, .. }),
+        "{error:?}"
+    );
+}
+
+/// The unknown-preset error showed only the `[[memory.pools]]` form, while the guide
+/// writes the pools as an inline list: it names both.
+#[test]
+fn an_unknown_preset_shows_both_ways_to_list_pools() {
+    let error = parse_error("[memory]\npools = \"adaptve\"\n");
+    assert!(
+        matches!(error, PoolConfigError::UnknownPreset { .. }),
+        "{error:?}"
+    );
+    assert_message(&error, &["pools = [{", "[[memory.pools]]"]);
 }

@@ -173,16 +173,23 @@ pub enum PoolConfigError {
     /// Retrying does not help: remove the key or fix its spelling; `allowed` lists the
     /// keys accepted there.
     #[error(
-        "{}: unknown field `{field}`; remove it or use one of: {}",
-        place(*.entry),
+        "{}: unknown field `{field}`{}; remove it or use one of: {}",
+        place(*.entry, table),
+        nearest.map(|known| format!(" (did you mean `{known}`?)")).unwrap_or_default(),
         allowed.join(", ")
     )]
     UnknownField {
         /// Position of the entry in the pools list (0-based), or `None` for a key directly
-        /// in the `[memory]` table.
+        /// in a table (`table`).
         entry: Option<usize>,
+        /// The table the key was read in, as written in the file (`"[memory]"`,
+        /// `"[submit]"`; `"memory.pools"` for an entry).
+        table: &'static str,
         /// The key as written.
         field: String,
+        /// The allowed key it nearly spells (case aside, at most two letters changed, or
+        /// one inside the other), if one.
+        nearest: Option<&'static str>,
         /// The keys accepted at that place.
         allowed: &'static [&'static str],
     },
@@ -222,7 +229,7 @@ pub enum PoolConfigError {
     /// pools out as `[[memory.pools]]` entries.
     #[error(
         "memory.pools: unknown preset {found:?}; use \"adaptive\" or \"exclusive-pages\", or \
-         list the pools as [[memory.pools]] entries"
+         list the pools (`pools = [{{ type = \"sliced\", ... }}]`, or [[memory.pools]] entries)"
     )]
     UnknownPreset {
         /// The preset as written.
@@ -240,7 +247,7 @@ pub enum PoolConfigError {
         "{}: `{field}` = {value} is not a valid size: {reason}; write an integer of bytes or \
          a string such as \"64 MiB\" (units B; KiB, MiB, GiB, TiB, 1024-based; kB, MB, GB, TB, \
          1000-based)",
-        place(*.entry)
+        place(*.entry, "[memory]")
     )]
     BadSize {
         /// Position of the entry in the pools list (0-based), or `None` for a size read
@@ -377,10 +384,10 @@ fn held_text(held_by: &[(String, u64)]) -> String {
 }
 
 /// Where a key lives: an entry of the pools list, or the `[memory]` table itself.
-fn place(entry: Option<usize>) -> String {
+fn place(entry: Option<usize>, table: &str) -> String {
     match entry {
         Some(entry) => format!("memory.pools entry {entry}"),
-        None => "[memory]".to_owned(),
+        None => table.to_owned(),
     }
 }
 

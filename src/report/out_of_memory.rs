@@ -67,6 +67,11 @@ pub struct BudgetDetail {
     pub memory: String,
     /// Bytes the reservation asked for.
     pub requested: u64,
+    /// Bytes of the page the budget refused: a reservation that fits in no free slice
+    /// needs a whole new page, sized by its pool (often larger than `requested`). 0 when
+    /// unknown (an export written before this field existed).
+    #[serde(default)]
+    pub page: u64,
     /// What each memory holds, in bytes; with `retiring`, what is held against the
     /// budget.
     pub held: Vec<MemoryHeld>,
@@ -98,10 +103,17 @@ impl fmt::Display for BudgetDetail {
         let held = self.held_total();
         write!(
             f,
-            "over the memory budget: reserving {} ({} bytes) in {} needs a new page, and the budget of {} ({} bytes) would be crossed; held: ",
+            "over the memory budget: reserving {} ({} bytes) in {} needs a new page",
             format_bytes(self.requested),
             self.requested,
             self.memory,
+        )?;
+        if self.page > 0 {
+            write!(f, " of {} ({} bytes)", format_bytes(self.page), self.page)?;
+        }
+        write!(
+            f,
+            ", and the budget of {} ({} bytes) would be crossed; held: ",
             format_bytes(self.budget),
             self.budget
         )?;

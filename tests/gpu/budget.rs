@@ -132,6 +132,28 @@ fn a_reservation_over_the_budget_fails_naming_the_budget() {
     drop(handle);
 }
 
+/// A budget of 256 KiB refused a 65 KiB reservation with "256 KiB left", which reads as
+/// a contradiction: the reservation needed a page of 1 MiB, and the error names it.
+#[test]
+fn a_budget_refusal_names_the_page_it_needed() {
+    let Some(client) = fresh() else { return };
+    client.set_budget(Some(256 * KIB as u64)).unwrap();
+    let error = client
+        .empty(65 * KIB as u64)
+        .expect_err("a 65 KiB reservation takes a page larger than 256 KiB here");
+    let ClientError::OutOfMemory { detail, .. } = &error else {
+        panic!("expected OutOfMemory, got {error}");
+    };
+    let budget = detail.budget.as_ref().expect("the budget refused it");
+    assert!(
+        budget.page > budget.budget.saturating_sub(budget.held_total()),
+        "the page named ({} bytes) must be what did not fit: {error}",
+        budget.page
+    );
+    let named = format!("needs a new page of {}", format_bytes(budget.page));
+    assert!(error.to_string().contains(&named), "{error}");
+}
+
 #[test]
 fn over_the_budget_free_pages_are_given_back_first() {
     let Some(client) = fresh() else { return };

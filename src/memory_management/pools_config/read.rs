@@ -48,11 +48,18 @@ pub fn parse_memory_config(toml_text: &str) -> Result<MemoryConfig, PoolConfigEr
 /// one whose name it nearly spells (case aside, at most two letters changed, or one name
 /// inside the other), or the table whose key it is.
 ///
+/// The `[submit]` table's keys are checked here too, so the memory configuration and the
+/// submit policy refuse a misspelled one alike.
+///
 /// # Errors
-/// [`PoolConfigError::UnknownTable`].
+/// [`PoolConfigError::UnknownTable`]; [`PoolConfigError::UnknownField`] for a key
+/// `[submit]` does not have.
 pub(crate) fn check_file_tables(file: &Table) -> Result<(), PoolConfigError> {
     let known = |key: &str| FILE_TABLES.iter().any(|(table, _)| *table == key);
     let Some(found) = file.keys().find(|key| !known(key)) else {
+        if let Some(Value::Table(submit)) = file.get("submit") {
+            reject_unknown_keys(submit, Place::Table("[submit]"), SUBMIT_FIELDS)?;
+        }
         return Ok(());
     };
     let owner = FILE_TABLES
@@ -164,7 +171,7 @@ pub(super) fn io_error(path: &Path, error: &std::io::Error) -> PoolConfigError {
 
 /// Builds a [`MemoryConfig`] from the contents of the `[memory]` table.
 pub(super) fn memory_config_from_table(memory: &Table) -> Result<MemoryConfig, PoolConfigError> {
-    reject_unknown_keys(memory, None, MEMORY_FIELDS)?;
+    reject_unknown_keys(memory, Place::Table("[memory]"), MEMORY_FIELDS)?;
     let pools = memory.get("pools").map(pools_from_value).transpose()?;
     let history = memory.get("history").map(history_from_value).transpose()?;
     let oom_snapshot = path_from_value(memory.get("oom_snapshot"), "oom_snapshot")?;
@@ -226,7 +233,7 @@ fn path_from_value(value: Option<&Value>, key: &str) -> Result<Option<PathBuf>, 
 fn history_from_value(value: &Value) -> Result<HistoryConfig, PoolConfigError> {
     match value {
         Value::Table(table) => {
-            reject_unknown_keys(table, None, HISTORY_FIELDS).map_err(|error| match error {
+            reject_unknown_keys(table, Place::Table("[memory]"), HISTORY_FIELDS).map_err(|error| match error {
                 PoolConfigError::UnknownField { field, .. } => PoolConfigError::Toml {
                     message: format!(
                         "`memory.history` has no key `{field}` (it takes `events` and `backtraces`)"
@@ -338,7 +345,7 @@ pub(super) fn entry_from_value(
     };
     match kind {
         "sliced" => {
-            reject_unknown_keys(table, Some(entry), SLICED_FIELDS)?;
+            reject_unknown_keys(table, Place::Entry(entry), SLICED_FIELDS)?;
             Ok(MemoryPoolConfig::Sliced {
                 page_size: fields.required_size("page_size")?,
                 max_slice_size: fields.size("max_slice_size")?,
@@ -347,14 +354,14 @@ pub(super) fn entry_from_value(
             })
         }
         "exclusive" => {
-            reject_unknown_keys(table, Some(entry), EXCLUSIVE_FIELDS)?;
+            reject_unknown_keys(table, Place::Entry(entry), EXCLUSIVE_FIELDS)?;
             Ok(MemoryPoolConfig::Exclusive {
                 max_alloc_size: fields.required_size("max_alloc_size")?,
                 dealloc_period: fields.count("dealloc_period")?,
             })
         }
         "direct" => {
-            reject_unknown_keys(table, Some(entry), DIRECT_FIELDS)?;
+            reject_unknown_keys(table, Place::Entry(entry), DIRECT_FIELDS)?;
             Ok(MemoryPoolConfig::Direct {
                 reclaim_at: fields.size("reclaim_at")?,
             })
@@ -366,20 +373,39 @@ pub(super) fn entry_from_value(
     }
 }
 
-/// Refuses the first key (in key order) not in `allowed`.
+/// Where a key was read: a table of the file, or an entry of `memory.pools`.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Place {
+    /// A table, as errors name it (`"[memory]"`, `"[submit]"`).
+    Table(&'static str),
+    /// An entry of `memory.pools` (0-based).
+    Entry(usize),
+}
+
+/// Refuses the first key (in key order) not in `allowed`, naming the allowed key it nearly
+/// spells, if one.
 pub(super) fn reject_unknown_keys(
     table: &Table,
-    entry: Option<usize>,
+    place: Place,
     allowed: &'static [&'static str],
 ) -> Result<(), PoolConfigError> {
-    match table.keys().find(|key| !allowed.contains(&key.as_str())) {
-        Some(field) => Err(PoolConfigError::UnknownField {
-            entry,
-            field: field.clone(),
-            allowed,
-        }),
-        None => Ok(()),
-    }
+    let Some(field) = table.keys().find(|key| !allowed.contains(&key.as_str())) else {
+        return Ok(());
+    };
+    let (entry, table) = match place {
+        Place::Table(table) => (None, table),
+        Place::Entry(entry) => (Some(entry), "memory.pools"),
+    };
+    Err(PoolConfigError::UnknownField {
+        entry,
+        table,
+        field: field.clone(),
+        nearest: allowed
+            .iter()
+            .copied()
+            .find(|known| nearly_spells(field, known)),
+        allowed,
+    })
 }
 
 /// The fields of one entry, read with errors that name the entry.

@@ -234,6 +234,7 @@ impl Server {
             budget,
             memory: refusal.memory.to_string(),
             requested: refusal.requested,
+            page: self.budget.last_refused_page(),
             held: self
                 .held_by_memory()
                 .into_iter()

@@ -63,6 +63,8 @@ pub struct Budget {
     /// Pages refused so far (a clock: a caller compares it before and after a reservation
     /// to know whether the budget refused it).
     refusals: AtomicU64,
+    /// Bytes of the last page refused (what a refusal's error names as the page needed).
+    last_refused: AtomicU64,
     /// Bytes of dropped pages not yet in a closed bucket (step 1 of the module doc).
     open_retiring: AtomicU64,
     /// Bytes of dropped pages still charged: the open bucket, every closed one whose
@@ -126,6 +128,7 @@ impl Default for Budget {
             held: AtomicU64::new(0),
             peak: AtomicU64::new(0),
             refusals: AtomicU64::new(0),
+            last_refused: AtomicU64::new(0),
             open_retiring: AtomicU64::new(0),
             retiring: AtomicU64::new(0),
             freeing: AtomicU64::new(0),
@@ -199,6 +202,12 @@ impl Budget {
         self.refusals.load(Ordering::Relaxed)
     }
 
+    /// Bytes of the last page the budget refused (0 before any refusal): a reservation
+    /// needs a whole page, often larger than what it asked for.
+    pub fn last_refused_page(&self) -> u64 {
+        self.last_refused.load(Ordering::Relaxed)
+    }
+
     /// Bytes left under the cap (`None` without one).
     pub fn left(&self) -> Option<u64> {
         self.limit().map(|limit| limit.saturating_sub(self.held()))
@@ -219,6 +228,7 @@ impl Budget {
                 true
             }
             Err(_) => {
+                self.last_refused.store(bytes, Ordering::Relaxed);
                 self.refusals.fetch_add(1, Ordering::Relaxed);
                 false
             }
