@@ -48,7 +48,8 @@
 //!
 //! - [`client`]: [`Client`], [`Handle`], [`Kernel`]: what an application calls; history,
 //!   label scopes, snapshots and memory records.
-//! - `server`: per device, the main and staging memories and the wgpu work around them.
+//! - the server (internal, not a public module): per device, the main and staging memories
+//!   and the wgpu work around them; the client is its only door.
 //! - [`report`]: views of the memory: text summaries, snapshots, history events, the
 //!   out-of-memory detail, and the data behind `examples/memory_viz`'s pictures.
 //! - [`memory_management`]: pools, layouts, reports, generic over a storage. No wgpu.

@@ -250,7 +250,7 @@ impl MemorySnapshot {
         self.memories.iter().find(|memory| memory.name == name)
     }
 
-    /// The slice of allocation `id` (a handle's `ManagedMemoryId` value) in any memory, if
+    /// The slice of allocation `id` ([`Handle::id`](crate::Handle::id)) in any memory, if
     /// the snapshot lists it.
     ///
     /// # Complexity

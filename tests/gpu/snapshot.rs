@@ -431,3 +431,24 @@ fn every_out_of_memory_snapshot_carries_its_out_of_memory_event() {
     assert_eq!(memories, [Some("upload"), Some(MAIN_MEMORY)]);
     drop(kept);
 }
+
+/// A new user could not find a handle's slice in a snapshot: `slice(id)` took an id the
+/// public handle did not expose. `Handle::id` is that id, the same for every clone.
+#[test]
+fn a_handle_finds_its_own_slice_in_a_snapshot() {
+    let Some(client) = fresh() else { return };
+    let handles: Vec<_> = [100u64, 4096, 3 << 20]
+        .into_iter()
+        .map(|size| client.empty(size).unwrap())
+        .collect();
+    let snapshot = client.memory_snapshot();
+    for handle in &handles {
+        assert_eq!(handle.clone().id(), handle.id());
+        let slice = snapshot
+            .slice(handle.id())
+            .unwrap_or_else(|| panic!("no slice for handle {}", handle.id()));
+        assert_eq!(slice.size, handle.size());
+    }
+    let ids: std::collections::HashSet<u64> = handles.iter().map(|h| h.id()).collect();
+    assert_eq!(ids.len(), handles.len(), "live handles share no id");
+}

@@ -71,6 +71,14 @@ impl Handle {
         self.size
     }
 
+    /// The allocation's number: what a memory snapshot
+    /// ([`MemorySnapshot::slice`](crate::report::MemorySnapshot::slice)), the history and
+    /// the PyTorch export name it by. Every clone has the same; no two live allocations
+    /// share one.
+    pub fn id(&self) -> u64 {
+        self.memory.descriptor().id.value as u64
+    }
+
     /// The memory handle behind it (cubecl-runtime's).
     pub fn memory(&self) -> &ManagedMemoryHandle {
         &self.memory
