@@ -117,6 +117,70 @@ fn a_read_awaited_inside_a_callback_on_the_poller_thread_completes() {
     assert!(ran_on_poller, "the callback never ran on the poller thread");
 }
 
+/// `sync_async` awaited inside the application's work-done callback, which wgpu runs on
+/// the poller thread inside the poller's poll: the future polls the device itself there
+/// (the thread that would poll for it is the one waiting) and resolves.
+#[test]
+fn sync_async_awaited_inside_a_callback_on_the_poller_thread_completes() {
+    let Some(client) = client() else { return };
+    let mut ran_on_poller = false;
+    for attempt in 0..10u8 {
+        let client = client.clone();
+        let (on_poller, synced) = within(
+            "sync_async inside a poller-thread callback",
+            Duration::from_secs(60),
+            move || {
+                let busy_handle = client.create(&vec![attempt; BUSY_BYTES]).unwrap();
+                client
+                    .launch(
+                        &busy(3000),
+                        [(BUSY_BYTES / 256) as u32, 1, 1],
+                        &[&busy_handle],
+                    )
+                    .unwrap();
+                client.flush().unwrap();
+                // A read behind the busy kernel: the poller waits on its submission, and
+                // the callback below (on that submission) runs in the poller's poll.
+                let held = client.read(&busy_handle);
+                let (sender, receiver) = mpsc::channel();
+                let inner = client.clone();
+                let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let entered = started.clone();
+                client.queue().on_submitted_work_done(move || {
+                    entered.store(true, std::sync::atomic::Ordering::SeqCst);
+                    let on_poller = std::thread::current().name() == Some(poller_thread_name());
+                    let synced = pollster::block_on(inner.sync_async());
+                    let _ = sender.send((on_poller, synced));
+                });
+                // As in item 1: a busy kernel done before the callback was registered
+                // leaves nobody to poll; poll here and retry the attempt. Only until the
+                // callback has begun: from then on nothing but the future itself polls.
+                let seen = loop {
+                    match receiver.recv_timeout(Duration::from_secs(1)) {
+                        Ok(seen) => break seen,
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            if !started.load(std::sync::atomic::Ordering::SeqCst) {
+                                let _ = client.device().poll(wgpu::PollType::Poll);
+                            }
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => {
+                            panic!("the callback was dropped without running")
+                        }
+                    }
+                };
+                drop(held);
+                seen
+            },
+        );
+        assert!(synced.is_ok(), "attempt {attempt}: {synced:?}");
+        if on_poller {
+            ran_on_poller = true;
+            break;
+        }
+    }
+    assert!(ran_on_poller, "the callback never ran on the poller thread");
+}
+
 /// Item 9: a deferred job that panics on the poller thread must not end it with a
 /// reader parked there: the parked read completes.
 #[test]

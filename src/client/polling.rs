@@ -8,9 +8,15 @@ impl Client {
     /// Before an upload of `size` bytes: notices a lost device, and waits for the device
     /// while upload staging in flight is over its bound ([`staging_bound`]), so a stream
     /// of writes holds a bounded amount of staging. Every wait is on the device's answer,
-    /// and there are at most 64 of them.
+    /// and there are at most 64 of them. Never waits on the web, where no write takes
+    /// upload staging.
     pub(super) fn before_upload(&self, size: u64) {
         self.notice_loss();
+        // The web cannot wait, and its writes take no upload staging of ours (they are
+        // handed to the queue: `server::uploads::queued`).
+        if cfg!(target_arch = "wasm32") {
+            return;
+        }
         for _ in 0..64 {
             let in_flight = self.shared.uploads_in_flight.load(Ordering::Relaxed);
             if self.shared.lost.message().is_some() {

@@ -3,7 +3,16 @@
 
 use super::Client;
 use crate::report::EventKind;
-use crate::server::{ClientError, Handle, PendingMap, ReadBytes, ReadFuture, ReadPlan, Server};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::server::ReadFuture;
+use crate::server::{ClientError, Handle, PendingMap, ReadBytes, ReadPlan, Server};
+
+/// On the web, the most times a read the budget refused while pages given back were
+/// still charged waits for the browser to report the device done with them, and is
+/// recorded again, before it streams or fails (see [`Client::read`]). Each wait ends when
+/// the browser reports the work done; a page given back is credited after one wait, so
+/// more are needed only while other work keeps giving pages back.
+pub const WEB_BUDGET_WAITS: usize = 4;
 
 impl Client {
     /// Reads the whole handle back, zero-copy: the bytes are a view of the mapped
@@ -12,9 +21,10 @@ impl Client {
     /// The read's copy joins the pending batch, which the read submits at once, so the
     /// bytes are those after every earlier launch and write and before every later one,
     /// whenever the future is awaited. The future completes without the caller polling
-    /// wgpu (a background thread polls while maps are pending) and never holds the
-    /// client's lock while it waits. Dropping it early gives its staging slice back once
-    /// the map completes. A zero-size read issues no GPU work.
+    /// wgpu (a background thread polls while maps are pending; on the web the browser
+    /// does, and the future yields to it) and never holds the client's lock while it
+    /// waits. Dropping it early gives its staging slice back once the map completes. A
+    /// zero-size read issues no GPU work.
     ///
     /// Under a budget ([`set_budget`](Self::set_budget)), a read whose staging does not
     /// fit in the room left, even after every free page went back, is streamed: one
@@ -26,6 +36,21 @@ impl Client {
     /// returns is ready. The budget is never crossed. Work this thread records after the
     /// call is never seen by the read; work other threads record meanwhile on the same
     /// handles may land between two parts.
+    ///
+    /// On the web nothing blocks, so the future does that work when awaited:
+    /// - a read the budget refuses while pages given back are still charged (they stay
+    ///   charged until the browser reports the device done with the work that used
+    ///   them) waits for that report and is recorded again, at most
+    ///   [`WEB_BUDGET_WAITS`] times, before it streams or
+    ///   fails;
+    /// - a streamed read copies its parts as it is awaited.
+    ///
+    /// Either way work recorded after the call, before the future got there, may land
+    /// before the read. And since the browser reports a refused operation only after it
+    /// returned, the future also waits for its verdict on every operation made before
+    /// the read, and resolves to the first error among them, as native would have
+    /// returned it from that operation (a page the browser refused is
+    /// [`ClientError::OutOfMemory`]).
     ///
     /// # Errors
     /// [`ClientError::Unwritten`] when a failure claims bytes of the handle (the report
@@ -59,6 +84,7 @@ impl Client {
         self.start_read(handles)
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     fn start_read(&self, handles: &[&Handle]) -> ReadFuture {
         self.notice_loss();
         let parts: Vec<(&Handle, u64, u64)> = handles.iter().map(|h| (*h, 0, h.size)).collect();
@@ -124,8 +150,12 @@ impl Client {
 
     /// [`read`](Self::read), blocking the calling thread.
     ///
+    /// Native only: the web cannot block (the map completes only while the browser's
+    /// event loop runs); await [`read`](Self::read) there.
+    ///
     /// # Errors
     /// As [`read`](Self::read).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn read_blocking(&self, handle: &Handle) -> Result<ReadBytes, ClientError> {
         let mut parts = self.start_read(&[handle]).wait()?;
         Ok(parts.pop().unwrap_or_else(ReadBytes::empty))
@@ -133,8 +163,11 @@ impl Client {
 
     /// [`read_many`](Self::read_many), blocking the calling thread.
     ///
+    /// Native only: the web cannot block; await [`read_many`](Self::read_many) there.
+    ///
     /// # Errors
     /// As [`read`](Self::read).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn read_many_blocking(&self, handles: &[&Handle]) -> Result<Vec<ReadBytes>, ClientError> {
         self.start_read(handles).wait()
     }

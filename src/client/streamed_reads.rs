@@ -61,10 +61,22 @@ impl Client {
     /// refused whole, streamed through one staging slice of at most the room the budget
     /// leaves; `None` when less than [`MIN_STREAMED_PART`] is left (the refusal stands).
     ///
-    /// Blocks the calling thread until every set is copied out. Holds no lock of ours
+    /// Blocks the calling thread until every set is copied out (native only: the web
+    /// awaits [`stream_read_async`](Self::stream_read_async)). Holds no lock of ours
     /// while it waits: work other threads record meanwhile on the same handles may land
     /// between two sets.
+    #[cfg(not(target_arch = "wasm32"))]
     pub(super) fn stream_read(
+        &self,
+        parts: &[(&Handle, u64, u64)],
+    ) -> Option<Result<Vec<ReadBytes>, ClientError>> {
+        pollster::block_on(self.stream_read_async(parts))
+    }
+
+    /// [`stream_read`](Self::stream_read) as a future: each set's map is awaited in
+    /// turn, and nothing else is. Work recorded meanwhile on the same handles, on any
+    /// thread or task, may land between two sets.
+    pub(super) async fn stream_read_async(
         &self,
         parts: &[(&Handle, u64, u64)],
     ) -> Option<Result<Vec<ReadBytes>, ClientError>> {
@@ -113,7 +125,7 @@ impl Client {
                 self.shared.device.clone(),
                 self.shared.lost.clone(),
             )
-            .wait();
+            .await;
             let views = match read {
                 Ok(views) => views,
                 Err(error) => return Some(Err(error)),

@@ -38,6 +38,60 @@ fn broken_shader_is_a_wgpu_error() {
     assert!(matches!(error, ClientError::Wgpu { .. }), "{error}");
 }
 
+/// A kernel that parses but does not validate is refused by naga, with naga's own
+/// message, before wgpu (or, on the web, the browser) is handed the source: the launch
+/// claims nothing and the bound handle keeps its bytes.
+#[test]
+fn a_kernel_that_does_not_validate_is_refused_before_the_device_sees_it() {
+    use naga::valid::{Capabilities, ValidationFlags, Validator};
+    let Some(client) = shared() else { return };
+    let out = client.create(&[9, 8, 7, 6]).unwrap();
+    // A store to a read-only binding.
+    let source = "
+@group(0) @binding(0) var<storage, read> out: array<u32>;
+@compute @workgroup_size(1)
+fn main() { out[0] = 1u; }
+";
+    let module = naga::front::wgsl::parse_str(source).unwrap();
+    let naga_says = Validator::new(ValidationFlags::all(), Capabilities::all())
+        .validate(&module)
+        .unwrap_err()
+        .emit_to_string_with_path(source, "invalid");
+    let error = client
+        .launch(&Kernel::new("invalid", source, "main"), [1, 1, 1], &[&out])
+        .unwrap_err();
+    match &error {
+        ClientError::Wgpu { operation, message } => {
+            assert_eq!(operation, "compiling invalid");
+            assert_eq!(message, &naga_says, "naga's message, not wgpu's");
+        }
+        other => panic!("{other}"),
+    }
+    // A source that does not parse, and an entry point the module lacks, alike.
+    let torn = client
+        .launch(
+            &Kernel::new("torn", "fn main( {", "main"),
+            [1, 1, 1],
+            &[&out],
+        )
+        .unwrap_err();
+    let parse = naga::front::wgsl::parse_str("fn main( {")
+        .unwrap_err()
+        .emit_to_string_with_path("fn main( {", "torn");
+    assert!(
+        matches!(&torn, ClientError::Wgpu { operation, message } if operation == "compiling torn" && message == &parse),
+        "{torn}"
+    );
+    let missing = client
+        .launch(&Kernel::new("fill", FILL, "absent"), [1, 1, 1], &[&out])
+        .unwrap_err();
+    assert!(
+        matches!(&missing, ClientError::Wgpu { operation, message } if operation == "compiling fill" && message.contains("no compute entry point named `absent`")),
+        "{missing}"
+    );
+    assert_eq!(client.read_blocking(&out).unwrap(), [9, 8, 7, 6]);
+}
+
 /// A launch then a read sees the kernel's write.
 #[test]
 fn launch_writes_are_read_back() {

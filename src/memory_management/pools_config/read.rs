@@ -126,7 +126,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// [`PoolConfigError::Io`] when `WGPU_MEMORY_CONFIG` names a file that cannot be read
 /// (a missing file included), or `wgpu-memory.toml` exists but cannot be read; any error
 /// of [`parse_memory_config`] for the file's text. Returns `Ok(None)` when the variable is
-/// unset (or empty) and the default file does not exist.
+/// unset (or empty) and the default file does not exist. On the web (wasm32), which has
+/// no file system, the default file never exists.
 pub fn load_memory_config() -> Result<Option<MemoryConfig>, PoolConfigError> {
     load_from_sources(
         std::env::var_os(CONFIG_PATH_VAR),
@@ -158,6 +159,9 @@ pub(super) fn load_from_sources(
     match std::fs::read_to_string(default_file) {
         Ok(text) => parse_memory_config(&text).map(Some),
         Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
+        // The web has no file system: std answers every file operation `Unsupported`.
+        #[cfg(target_arch = "wasm32")]
+        Err(error) if error.kind() == ErrorKind::Unsupported => Ok(None),
         Err(error) => Err(io_error(default_file, &error)),
     }
 }

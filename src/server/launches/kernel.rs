@@ -80,7 +80,7 @@ impl Kernel {
     /// (when its pipeline is compiled), and kept by every clone.
     pub(crate) fn binding_use(&self) -> Arc<BindingUse> {
         self.usage
-            .get_or_init(|| Arc::new(binding_use(&self.source, &self.entry_point)))
+            .get_or_init(|| Arc::new(binding_use(&self.source, &self.entry_point, &self.label)))
             .clone()
     }
 

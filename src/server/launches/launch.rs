@@ -6,8 +6,8 @@ use super::reflection::{BindingUse, aliased_read_only};
 use crate::memory_management::{Claim, FailureId, ManagedMemoryId, Skipped};
 use crate::server::faults::error::ClientError;
 use crate::server::memory::handle::Handle;
-use crate::server::{Server, wgpu_error};
-use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
+use crate::server::{Late, Server, wgpu_error};
+use crate::storage::wgpu_storage::error::{capture_late, destroyed_resource};
 
 /// A dispatch whose pipeline and bind group are made, ready to record.
 pub(crate) struct PreparedDispatch {
@@ -172,7 +172,8 @@ impl Server {
             return Ok(bind_group);
         }
         let device = &self.device;
-        let (bind_group, error) = capture(device, || {
+        let late = || Late::Operation(format!("launch of {}", kernel.label));
+        let (bind_group, error) = capture_late(device, &self.late.work, late, || {
             let entries: Vec<wgpu::BindGroupEntry> = key
                 .bindings
                 .iter()
@@ -256,8 +257,15 @@ impl Server {
         if let Some(pipeline) = self.pipelines.get(&key) {
             return Ok(pipeline);
         }
+        // naga first: a kernel that does not compile is refused here, before the device
+        // (on the web, the browser, which answers only later) is handed the source.
+        let usage = kernel.binding_use();
+        if let Some(message) = &usage.refused {
+            return Err(wgpu_error(format!("compiling {}", kernel.label), message));
+        }
         let device = &self.device;
-        let (pipeline, error) = capture(device, || {
+        let late = || Late::Operation(format!("compiling {}", kernel.label));
+        let (pipeline, error) = capture_late(device, &self.late.work, late, || {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(&kernel.label),
                 source: wgpu::ShaderSource::Wgsl(kernel.source.as_ref().into()),
@@ -277,7 +285,6 @@ impl Server {
             return Err(wgpu_error(format!("compiling {}", kernel.label), error));
         }
         self.next_pipeline_slot += 1;
-        let usage = kernel.binding_use();
         let cached = CachedPipeline {
             pipeline: pipeline.0,
             layout: pipeline.1,

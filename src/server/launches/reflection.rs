@@ -1,12 +1,16 @@
 //! What a kernel's WGSL says about its bindings, read with naga (the WGSL front end and
 //! validator wgpu itself uses, at the version wgpu 30 depends on).
 //!
-//! Three facts come from here, each about the launched entry point alone: WGSL asks a
+//! Four facts come from here, each about the launched entry point alone: WGSL asks a
 //! binding number to be unique only among the globals one entry point uses, so a module
 //! may declare different globals at one binding for different entry points, and only
 //! the globals the entry point (or a function it calls) touches are in the layout wgpu
 //! derives for its pipeline.
 //!
+//! - **Whether the kernel compiles at all.** A source naga does not parse or validate, or
+//!   one without the launched compute entry point, is refused with naga's message before
+//!   wgpu sees it: on the web wgpu hands the source to the browser, whose verdict comes
+//!   back only after the launch returned, so the check runs here, on every target.
 //! - **Which bindings the entry point writes.** naga's validator records, for each
 //!   function, the globals it loads from and stores to (a `Store` through any pointer
 //!   into the global: an element, a field, a `let` pointer to either; an atomic; and
@@ -48,6 +52,12 @@ pub(crate) struct BindingUse {
     /// The lowest (group, binding) outside `@group(0)` the entry point uses, of any
     /// kind: a launch cannot bind it.
     pub(crate) other_group: Option<(u32, u32)>,
+    /// naga's message when the source does not parse, does not validate, or has no
+    /// compute entry point of the launched name: the launch is refused with it before
+    /// the source reaches wgpu (on the web, before it reaches the browser, whose own
+    /// verdict would come back only after the launch returned). naga here is the one
+    /// wgpu uses, with every capability allowed, so it never refuses what wgpu accepts.
+    pub(crate) refused: Option<String>,
 }
 
 impl BindingUse {
@@ -62,28 +72,40 @@ impl BindingUse {
     }
 }
 
-/// What `entry_point` of `source` does with its bindings. A source that does not parse
-/// gives no read-only binding and every binding as written; one that parses but does not
-/// validate, or lacks the entry point, gives every binding as written and as read-only
-/// only the binding numbers at which every declared global is read-only (wgpu reports
-/// either when the pipeline is compiled, and a launch compiles before it looks here).
-pub(crate) fn binding_use(source: &str, entry_point: &str) -> BindingUse {
-    let Ok(module) = naga::front::wgsl::parse_str(source) else {
-        return BindingUse::default();
+/// What `entry_point` of `source` does with its bindings, and whether naga refuses the
+/// kernel (`refused`, see [`BindingUse::refused`]); `label` names the source in naga's
+/// message, as wgpu names it. A source that does not parse gives no read-only binding
+/// and every binding as written; one that parses but does not validate, or lacks the
+/// entry point, gives every binding as written and as read-only only the binding numbers
+/// at which every declared global is read-only. A launch refuses all three before it
+/// looks at any of that.
+pub(crate) fn binding_use(source: &str, entry_point: &str, label: &str) -> BindingUse {
+    let module = match naga::front::wgsl::parse_str(source) {
+        Ok(module) => module,
+        Err(error) => {
+            return BindingUse {
+                refused: Some(error.emit_to_string_with_path(source, label)),
+                ..BindingUse::default()
+            };
+        }
     };
     // wgpu validates shaders with every flag; every capability here, so that this is
-    // never stricter than wgpu on the device's features.
+    // never stricter than wgpu on the device's features (naga's WGSL front end, as
+    // `parse_str` runs it, also allows every capability).
     let info = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module);
     let index = module
         .entry_points
         .iter()
         .position(|entry| entry.name == entry_point && entry.stage == naga::ShaderStage::Compute);
-    match (info, index) {
-        (Ok(info), Some(index)) => entry_point_use(&module, &info, index),
-        _ => BindingUse {
-            read_only: read_only_everywhere(&module),
-            ..BindingUse::default()
-        },
+    let refused = match (info, index) {
+        (Ok(info), Some(index)) => return entry_point_use(&module, &info, index),
+        (Err(error), _) => error.emit_to_string_with_path(source, label),
+        (Ok(_), None) => format!("the module has no compute entry point named `{entry_point}`"),
+    };
+    BindingUse {
+        read_only: read_only_everywhere(&module),
+        refused: Some(refused),
+        ..BindingUse::default()
     }
 }
 

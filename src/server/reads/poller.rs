@@ -26,6 +26,12 @@
 //!    included, and only after it runs the map callbacks does wgpu run the device-lost
 //!    callback, so the loss is recorded once that poll returned.
 //!
+//! On the web (wasm32) there is no thread: the browser polls the device, and a map
+//! callback runs from its event loop, which runs while the awaited read is pending; the
+//! callback wakes the read. [`Poller::alive`] is false there, jobs run in the callback
+//! (no lock of ours is held while the event loop runs), and parked readers are still
+//! woken by [`Poller::wake_all`] on a lost device.
+//!
 //! The thread takes none of the client's locks, so polling never blocks threads that
 //! submit. wgpu runs application callbacks on this thread too (inside its poll); one that
 //! calls the client does not deadlock: a read awaited there polls the device itself
@@ -48,6 +54,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Waker;
 use std::thread::JoinHandle;
+#[cfg(not(target_arch = "wasm32"))]
 use std::time::Duration;
 
 thread_local! {
@@ -113,6 +120,7 @@ pub(crate) fn wake(waker: Waker) {
 /// A job run on the poller thread (outside every wgpu callback and every lock of ours).
 pub(crate) type Deferred = Box<dyn FnOnce() + Send>;
 
+#[cfg(not(target_arch = "wasm32"))]
 /// The poller thread's name.
 pub(crate) const THREAD_NAME: &str = "wgpu-memory poller";
 
@@ -122,6 +130,7 @@ pub(crate) fn poller_thread_name() -> &'static str {
     THREAD_NAME
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Bound on the pause after a poll that made no progress or failed: long enough not to
 /// spin, short enough that a late callback is seen quickly.
 const MAX_BACKOFF: Duration = Duration::from_millis(50);
@@ -145,6 +154,7 @@ struct State {
     /// own polls returning meanwhile do not end it (without this, a real poll returning
     /// on a loaded machine cleared `polling` in the middle of the test's). Always false
     /// outside tests.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     standing_in: bool,
     /// Readers to wake when the poll in progress returns, by their map's ticket: at most
     /// one per read in flight ([`Poller::wake_after_poll`]).
@@ -152,6 +162,8 @@ struct State {
 }
 
 struct Shared {
+    /// Polled by the thread (there is none on the web).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     device: wgpu::Device,
     state: Mutex<State>,
     wake: Condvar,
@@ -179,17 +191,26 @@ impl Poller {
             wake: Condvar::new(),
             alive: AtomicBool::new(true),
         });
-        let thread_shared = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name(THREAD_NAME.to_string())
-            .spawn(move || {
-                ON_POLLER.with(|on| on.set(true));
-                let _alive = AliveFlag(&thread_shared);
-                run(&thread_shared)
-            })
-            .ok();
+        // The web has one thread and the browser polls the device itself: map callbacks
+        // run from its event loop while awaited reads are pending, so no thread is
+        // started there.
+        #[cfg(target_arch = "wasm32")]
+        let thread = None;
+        #[cfg(not(target_arch = "wasm32"))]
+        let thread = {
+            let thread_shared = shared.clone();
+            std::thread::Builder::new()
+                .name(THREAD_NAME.to_string())
+                .spawn(move || {
+                    ON_POLLER.with(|on| on.set(true));
+                    let _alive = AliveFlag(&thread_shared);
+                    run(&thread_shared)
+                })
+                .ok()
+        };
         if thread.is_none() {
             shared.alive.store(false, Ordering::Release);
+            #[cfg(not(target_arch = "wasm32"))]
             tracing::warn!("could not start the poller thread: reads will poll while awaited");
         }
         Self { shared, thread }
@@ -344,6 +365,7 @@ fn wake_parked(shared: &Shared) {
 
 /// The thread's poll returned: wakes the readers waiting for it
 /// ([`Poller::wake_after_poll`]).
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 fn poll_returned(shared: &Shared) {
     let waiting = {
         let mut state = shared.state.lock();
@@ -405,9 +427,11 @@ impl Drop for Poller {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Marks the poller dead when its thread ends, however it ends.
 struct AliveFlag<'a>(&'a Shared);
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Drop for AliveFlag<'_> {
     fn drop(&mut self) {
         self.0.alive.store(false, Ordering::SeqCst);
@@ -420,6 +444,7 @@ impl Drop for AliveFlag<'_> {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn run(shared: &Shared) {
     let mut backoff = Duration::ZERO;
     let mut seen = 0;
@@ -483,6 +508,7 @@ fn run(shared: &Shared) {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Whether the thread pauses before its next poll: only after a poll that made no
 /// progress (`backoff` above zero) and when nothing changed since the last look
 /// (`seen` against `changes`), so a map expected while the thread polled is polled for
@@ -491,6 +517,7 @@ fn pause_before_poll(backoff: Duration, seen: u64, changes: u64) -> bool {
     !backoff.is_zero() && seen == changes
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn next_backoff(backoff: Duration) -> Duration {
     (backoff * 2)
         .max(Duration::from_micros(500))

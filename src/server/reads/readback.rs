@@ -8,7 +8,9 @@
 //!    the staging range mapped ([`ReadPlan::map`]): wgpu refuses a submission that uses a
 //!    buffer with a map pending.
 //! 3. The poller thread polls the device; the map callback stores the result, then wakes
-//!    the read's future after letting go of the slot's lock.
+//!    the read's future after letting go of the slot's lock. On the web there is no
+//!    poller thread and no poll: the future returns `Pending`, the browser runs the map
+//!    callback from its event loop, and the callback wakes it.
 //! 4. The caller gets [`ReadBytes`]: views into the mapped range itself, no copy. When the
 //!    last view of a read is dropped, the range is unmapped and the staging handle dropped:
 //!    the slice is free for the next read.
@@ -60,6 +62,8 @@ pub(crate) struct PendingMap {
     range: StagingRange,
     bounds: Range<u64>,
     parts: Vec<(u64, u64)>,
+    /// Polled for where the poller cannot (native only: the browser polls on the web).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     submission: wgpu::SubmissionIndex,
     state: Arc<Mutex<MapState>>,
     started: web_time::Instant,
@@ -396,7 +400,9 @@ impl ReadFuture {
         }
     }
 
-    /// A future that answers `result` at once: a read done before it was made.
+    /// A future that answers `result` at once: a read done before it was made (a
+    /// streamed read, native only: on the web the future streams as it is awaited).
+    #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn done(
         result: Result<Vec<ReadBytes>, ClientError>,
         poller: Arc<Poller>,
@@ -410,13 +416,16 @@ impl ReadFuture {
 
     /// Blocks the calling thread until the read completes (the poller thread waits on
     /// the device; a second waiter on the same submission was measured to add about
-    /// 10 ms per read on the H200's driver).
+    /// 10 ms per read on the H200's driver). Native only: the web cannot block.
+    #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn wait(self) -> Result<Vec<ReadBytes>, ClientError> {
         pollster::block_on(self)
     }
 
     /// When the poller thread is gone: waits on the device here for the read's own
-    /// submission (untimed; a lost device answers at once).
+    /// submission (untimed; a lost device answers at once). Native only: on the web the
+    /// browser polls, and a wait is no wait.
+    #[cfg(not(target_arch = "wasm32"))]
     fn poll_here(&self, submission: &wgpu::SubmissionIndex) {
         self.poll_device(wgpu::PollType::Wait {
             submission_index: Some(submission.clone()),
@@ -463,6 +472,7 @@ impl Future for ReadFuture {
             Ok(Some(map)) => map,
         };
         let state = map.state.clone();
+        #[cfg(not(target_arch = "wasm32"))]
         let submission = map.submission.clone();
         let ticket = map.ticket;
         loop {
@@ -478,19 +488,30 @@ impl Future for ReadFuture {
                         if let Some(message) = self.lost.message() {
                             return Poll::Ready(Err(self.end_lost(message)));
                         }
+                        // The web: the map callback runs from the browser's event loop,
+                        // which runs once this returns, and wakes the read; parked too,
+                        // so a lost device wakes it.
+                        #[cfg(target_arch = "wasm32")]
+                        {
+                            self.poller.park(ticket, context.waker());
+                            return Poll::Pending;
+                        }
                         // On the poller thread (inside a wgpu callback), or holding
                         // the submit turn, waiting for the poller may wait for
                         // ourselves: poll here, as when the thread is gone.
-                        if self.poller.alive()
-                            && !super::poller::reads_poll_inline()
-                            && self.poller.park(ticket, context.waker())
+                        #[cfg(not(target_arch = "wasm32"))]
                         {
-                            return Poll::Pending;
+                            if self.poller.alive()
+                                && !super::poller::reads_poll_inline()
+                                && self.poller.park(ticket, context.waker())
+                            {
+                                return Poll::Pending;
+                            }
+                            if !self.poller.alive() || super::poller::reads_poll_inline() {
+                                self.poll_here(&submission);
+                            }
+                            continue;
                         }
-                        if !self.poller.alive() || super::poller::reads_poll_inline() {
-                            self.poll_here(&submission);
-                        }
-                        continue;
                     }
                 }
             };

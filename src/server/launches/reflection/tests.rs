@@ -10,13 +10,46 @@ const SOURCE: &str = "
 ";
 
 fn written(source: &str, entry_point: &str) -> Option<Vec<u32>> {
-    binding_use(source, entry_point).written
+    binding_use(source, entry_point, "k").written
 }
 
 #[test]
 fn read_only_storage_bindings_are_found() {
-    assert_eq!(binding_use(SOURCE, "main").read_only, vec![0, 2]);
-    assert_eq!(binding_use("not wgsl", "main"), BindingUse::default());
+    assert_eq!(binding_use(SOURCE, "main", "k").read_only, vec![0, 2]);
+    let torn = binding_use("not wgsl", "main", "k");
+    assert!(torn.refused.is_some());
+    assert_eq!(
+        torn,
+        BindingUse {
+            refused: torn.refused.clone(),
+            ..BindingUse::default()
+        }
+    );
+}
+
+/// naga's verdict, with the kernel's label where its message names the source: a
+/// source that does not parse, one that does not validate, and one without the
+/// launched compute entry point are refused; a valid one is not.
+#[test]
+fn naga_refuses_what_does_not_compile() {
+    assert_eq!(binding_use(SOURCE, "main", "k").refused, None);
+    let torn = binding_use("fn main( {", "main", "torn").refused.unwrap();
+    assert!(torn.contains("torn:1:"), "{torn}");
+    let store_to_read_only = "
+@group(0) @binding(0) var<storage, read> x: array<u32>;
+@compute @workgroup_size(1) fn main() { x[0] = 1u; }";
+    let invalid = binding_use(store_to_read_only, "main", "bad")
+        .refused
+        .unwrap();
+    assert!(
+        invalid.contains("bad:3:") && invalid.contains("is invalid"),
+        "{invalid}"
+    );
+    let missing = binding_use(SOURCE, "absent", "k").refused.unwrap();
+    assert_eq!(
+        missing,
+        "the module has no compute entry point named `absent`"
+    );
 }
 
 #[test]
@@ -29,7 +62,7 @@ fn a_read_write_binding_only_read_is_not_written() {
     y[i.x] = w[i.x] * x[i.x];
 }";
     assert_eq!(written(source, "main"), Some(vec![2]));
-    let usage = binding_use(source, "main");
+    let usage = binding_use(source, "main", "k");
     assert!(!usage.may_write(0) && !usage.may_write(1) && usage.may_write(2));
 }
 
@@ -75,12 +108,12 @@ fn an_unanalysable_source_counts_every_binding_as_written() {
 @group(0) @binding(0) var<storage, read> x: array<u32>;
 @group(0) @binding(1) var<storage, read_write> y: array<u32>;
 @compute @workgroup_size(1) fn main() { x[0] = 1u; }";
-    let usage = binding_use(invalid, "main");
+    let usage = binding_use(invalid, "main", "k");
     assert_eq!(usage.written, None);
     assert!(!usage.may_write(0) && usage.may_write(1) && usage.may_write(7));
     // No such entry point.
     assert_eq!(written(SOURCE, "missing"), None);
-    assert!(binding_use("not wgsl", "main").may_write(0));
+    assert!(binding_use("not wgsl", "main", "k").may_write(0));
 }
 
 #[test]
@@ -91,7 +124,7 @@ fn other_groups_and_uniforms_are_not_bindings_of_the_launch() {
 @group(0) @binding(1) var<storage, read_write> y: array<u32>;
 @compute @workgroup_size(1) fn main() { y[0] = scale.x; elsewhere[0] = 1u; }";
     assert_eq!(written(source, "main"), Some(vec![1]));
-    let usage = binding_use(source, "main");
+    let usage = binding_use(source, "main", "k");
     assert_eq!(usage.other_group, Some((1, 0)));
     assert_eq!(usage.last_binding, Some(1));
 }
@@ -112,18 +145,18 @@ fn touch_far() { far[0] = 1u; }
 
 #[test]
 fn a_binding_number_shared_by_two_entry_points_is_the_launched_ones() {
-    let bump = binding_use(SHARED_NUMBER, "bump");
+    let bump = binding_use(SHARED_NUMBER, "bump", "k");
     assert_eq!(bump.read_only, Vec::<u32>::new());
     assert_eq!(bump.written, Some(vec![0]));
     assert!(bump.may_write(0));
     assert_eq!(bump.last_binding, Some(0), "binding 1 is copy's alone");
     assert_eq!(bump.other_group, None);
-    let copy = binding_use(SHARED_NUMBER, "copy");
+    let copy = binding_use(SHARED_NUMBER, "copy", "k");
     assert_eq!(copy.read_only, vec![0]);
     assert_eq!(copy.written, Some(vec![1]));
     assert_eq!(copy.last_binding, Some(1));
     // Through a called function too; the lowest group is named.
-    let elsewhere = binding_use(SHARED_NUMBER, "elsewhere");
+    let elsewhere = binding_use(SHARED_NUMBER, "elsewhere", "k");
     assert_eq!(elsewhere.other_group, Some((1, 7)));
     assert_eq!(elsewhere.last_binding, None);
 }
@@ -132,12 +165,12 @@ fn a_binding_number_shared_by_two_entry_points_is_the_launched_ones() {
 fn without_the_entry_point_a_shared_number_is_never_read_only() {
     // No such entry point: binding 0 may be either global, so it is not read-only, and
     // every binding counts as written.
-    let usage = binding_use(SHARED_NUMBER, "missing");
+    let usage = binding_use(SHARED_NUMBER, "missing", "k");
     assert_eq!(usage.read_only, Vec::<u32>::new());
     assert!(usage.may_write(0) && usage.may_write(1));
     assert_eq!((usage.last_binding, usage.other_group), (None, None));
     // A number only read-only globals declare stays read-only.
-    assert_eq!(binding_use(SOURCE, "missing").read_only, vec![0, 2]);
+    assert_eq!(binding_use(SOURCE, "missing", "k").read_only, vec![0, 2]);
 }
 
 #[test]
