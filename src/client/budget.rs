@@ -75,7 +75,11 @@ impl Client {
     /// flight, free pages), waits for the device, gives back every free page, and runs
     /// it once more (if `can_retry` still says so: a fill closure not used up yet). The
     /// waits happen outside every lock of ours, and each ends when the device answers
-    /// (a lost device answers at once).
+    /// (a lost device answers at once). On the web it does not wait (nothing may block
+    /// there): it submits, gives back every free page (those no unfinished work uses are
+    /// freed at once) and retries when that freed something; pages the browser has not
+    /// reported done stay charged, and the refusal names them
+    /// ([`BudgetDetail::awaiting_device`]).
     ///
     /// Returns the result with the budget's refusal it met, if any (for
     /// [`explain_budget`](Self::explain_budget)). The refusal is taken right after the
@@ -117,15 +121,24 @@ impl Client {
     /// Submits what is recorded and waits for the device when bytes are on their way
     /// back to the budget (retired pages, upload staging in flight), so their callbacks
     /// credit them. Returns whether it waited. Holds no lock of ours while waiting.
+    ///
+    /// On the web it only submits: nothing may block there, and the callbacks that
+    /// credit the bytes run once the application yields to the browser.
     fn wait_retired(&self) -> bool {
-        let pending = self.shared.server.lock().budget().retiring() > 0
-            || self.shared.uploads_in_flight.load(Ordering::Relaxed) > 0;
+        let (pending, waits) = {
+            let server = self.shared.server.lock();
+            let pending = server.budget().retiring() > 0
+                || self.shared.uploads_in_flight.load(Ordering::Relaxed) > 0;
+            (pending, server.waits_for_device())
+        };
         if pending {
             let _ = self.flush();
-            self.poll(wgpu::PollType::wait_indefinitely());
-            self.wait_reclaimed();
+            if waits {
+                self.poll(wgpu::PollType::wait_indefinitely());
+                self.wait_reclaimed();
+            }
         }
-        pending
+        pending && waits
     }
 
     /// Waits (at most [`RECLAIM_WAIT`]) until the reclaimer thread has freed the pages
@@ -159,10 +172,12 @@ impl Client {
             Err(error @ ClientError::OutOfMemory { .. }) => error,
             other => return other,
         };
+        // Writes handed to the queue (the web) take no upload staging of ours.
+        let staged = !self.shared.server.lock().queues_writes();
         if let ClientError::OutOfMemory { detail, .. } = &mut error
             && let Some(budget) = &mut detail.budget
         {
-            budget.upload_staging = bytes;
+            budget.upload_staging = if staged { bytes } else { 0 };
             self.give_back_and_wait();
         }
         Err(error)

@@ -29,11 +29,22 @@ impl Client {
     /// `memory.budget` of 0 bytes or one that is not a size included);
     /// [`ClientError::NoAdapter`] when wgpu finds no adapter;
     /// [`ClientError::RequestDevice`] when the adapter refuses a device.
+    ///
+    /// Native only: it blocks the calling thread until the adapter and device answer,
+    /// which the web cannot do; await [`open_default_async`](Self::open_default_async)
+    /// there.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn open_default() -> Result<Self, ClientError> {
         pollster::block_on(Self::open_default_async())
     }
 
-    async fn open_default_async() -> Result<Self, ClientError> {
+    /// [`open_default`](Self::open_default) as a future, on every target: the way to
+    /// open a client on the web, where it opens the browser's WebGPU adapter (the web has
+    /// no configuration file or environment, so the defaults apply there).
+    ///
+    /// # Errors
+    /// As [`open_default`](Self::open_default).
+    pub async fn open_default_async() -> Result<Self, ClientError> {
         // The file first: a bad config fails before any device is opened.
         let config = load_memory_config()?.unwrap_or_default();
         let policy = load_submit_policy()?;

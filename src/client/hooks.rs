@@ -19,7 +19,10 @@
 //!    under its lock). The application's listeners then run on a thread of their own,
 //!    holding no lock, so a listener may call the client; each gets the client as an
 //!    argument, so it need not capture one (a captured `Client` would keep itself
-//!    alive).
+//!    alive). On the web there are no threads: the listeners run inside the callback
+//!    itself, which the browser runs from its event loop when the device's `lost`
+//!    promise settles, never inside a call of ours, so no lock of ours is held there
+//!    either.
 //! 4. An application that sets its own handler or callback on the device afterwards
 //!    replaces ours: errors then reach it instead of the client, and the client notices a
 //!    loss only where wgpu returns typed errors. Register through
@@ -126,7 +129,8 @@ impl DeviceHooks {
     }
 
     /// What wgpu's device-lost callback does: each client records the loss and wakes its
-    /// readers here; the listeners run on a thread of their own (step 3).
+    /// readers here; the listeners run on a thread of their own (here, on the web; step
+    /// 3).
     pub(crate) fn device_lost(&self, reason: wgpu::DeviceLostReason, message: String) {
         tracing::error!(?reason, %message, "wgpu device lost");
         let clients = self.clients();
@@ -142,12 +146,18 @@ impl DeviceHooks {
                 }
             }
         };
-        let spawned = std::thread::Builder::new()
-            .name("wgpu-memory device lost".to_string())
-            .spawn(listen);
-        if let Err(error) = spawned {
-            tracing::error!(%error, "could not start the device-lost listeners' thread");
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let spawned = std::thread::Builder::new()
+                .name("wgpu-memory device lost".to_string())
+                .spawn(listen);
+            if let Err(error) = spawned {
+                tracing::error!(%error, "could not start the device-lost listeners' thread");
+            }
         }
+        // The web: from the browser's event loop, holding no lock of ours (step 3).
+        #[cfg(target_arch = "wasm32")]
+        listen();
     }
 }
 
@@ -155,7 +165,8 @@ impl Client {
     /// Adds an application callback for the loss of the device, called with this client
     /// after the client recorded the loss (so every later operation already fails with
     /// [`ClientError::DeviceLost`](super::ClientError::DeviceLost)), on a thread of its
-    /// own that holds no lock of the client's: it may call the client. Use the client
+    /// own that holds no lock of the client's (on the web, which has no threads, from the
+    /// browser's event loop, also holding none): it may call the client. Use the client
     /// it is given rather than capturing one (a captured clone keeps the client alive
     /// for as long as the device holds the callback).
     ///

@@ -34,11 +34,17 @@ mod mode;
 mod move_tests;
 mod polling;
 mod queue;
+#[cfg(test)]
+mod queue_write_tests;
 mod reads;
 mod ring;
 mod streamed_reads;
 mod submit;
 mod summary;
+mod sync;
+mod uploads;
+#[cfg(target_arch = "wasm32")]
+mod web_reads;
 
 pub use crate::report::{BudgetUse, DeviceMemory};
 pub use crate::server::{
@@ -56,6 +62,7 @@ pub use hooks::{DeviceLostCallback, MAX_CALLBACKS, UncapturedErrorCallback};
 pub use memory_history::LabelScope;
 pub use mode::ModeWindow;
 pub use queue::{ClientQueue, ClientWriteBufferView};
+pub use reads::WEB_BUDGET_WAITS;
 pub use streamed_reads::MIN_STREAMED_PART;
 
 use crate::memory_management::{
@@ -125,6 +132,10 @@ struct Shared {
     records_file: Mutex<Option<std::path::PathBuf>>,
     /// Records that could not be appended to `records_file`.
     records_not_written: AtomicU64,
+    /// Errors the browser reports after the operation returned, for the await points
+    /// (the web only; see `server::faults::late`).
+    #[cfg(target_arch = "wasm32")]
+    late: crate::server::LateStores,
     /// Tests: run once right after a batch's submit returned, before its failure (if any)
     /// is recorded (the window another thread could record work in).
     #[cfg(test)]
@@ -209,13 +220,14 @@ impl Client {
         let uploads_in_flight = server.upload_in_flight();
         let export_epoch = server.export_epoch();
         let poller = Arc::new(Poller::new(device.clone()));
+        let late = server.late_stores();
         let client = Self {
             shared: Arc::new(Shared {
                 device,
                 queue,
                 info,
                 server: fill_lock::ServerLock::new(server),
-                turn: ReentrantMutex::new(Default::default()),
+                turn: ReentrantMutex::new(crate::server::SegmentQueue::new(late.work.clone())),
                 records: Mutex::new(Ring::new(DEFAULT_RECORDS)),
                 poller,
                 uncaptured: Mutex::new(Ring::new(MAX_UNCAPTURED_ERRORS)),
@@ -230,6 +242,8 @@ impl Client {
                 oom_snapshot: Mutex::new(None),
                 records_file: Mutex::new(None),
                 records_not_written: AtomicU64::new(0),
+                #[cfg(target_arch = "wasm32")]
+                late,
                 #[cfg(test)]
                 after_submit: Mutex::new(None),
             }),
@@ -264,7 +278,9 @@ impl Client {
     /// A handle of `data.len()` bytes holding `data`.
     ///
     /// The bytes are copied once, into pooled upload staging (mapped memory), and the copy
-    /// into the handle joins the pending batch: nothing waits for the GPU.
+    /// into the handle joins the pending batch: nothing waits for the GPU. On the web they
+    /// are copied once into host memory and handed to the browser (`queue.write_buffer`),
+    /// after the recorded work that uses the same page is submitted.
     ///
     /// # Errors
     /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Reserve`] when
@@ -308,9 +324,7 @@ impl Client {
                     .record_failure(&mut server, reserved)
                     .inspect_err(|_| main_failed = true)?;
                 let handle = self.reserved(&mut server, handle);
-                server.write_with(&handle, 0, size, |view| {
-                    self.shared.server.fill(&fill, view)
-                })?;
+                let mut server = self.upload(server, &handle, 0, size, &fill)?;
                 self.record_transfer(&mut server, EventKind::Upload, size, Some(&handle));
                 Ok((handle, server.submit_due()))
             },
@@ -384,15 +398,10 @@ impl Client {
         let (due, refusal) = self.retry_over_budget(
             || {
                 let _turn = self.turn();
-                let mut server = self.shared.server.lock();
-                server
-                    .write_with(handle, offset, size, |view| {
-                        self.shared.server.fill(&fill, view)
-                    })
-                    .map(|()| {
-                        self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
-                        server.submit_due()
-                    })
+                let server = self.shared.server.lock();
+                let mut server = self.upload(server, handle, offset, size, &fill)?;
+                self.record_transfer(&mut server, EventKind::Upload, size, Some(handle));
+                Ok(server.submit_due())
             },
             || budget::fill_left(&fill),
         );
@@ -413,7 +422,8 @@ impl Client {
     /// not yet mapped again. A write waits for the device while this is over half the
     /// main memory's working set (its bytes in use plus the write), at least
     /// [`STAGING_FLOOR`] (1 MiB) and at most [`MAX_IN_FLIGHT`] (256 MiB), so it stays
-    /// under that bound plus one write.
+    /// under that bound plus one write. Always 0 on the web, where writes take no upload
+    /// staging of ours (each is handed to the browser with `queue.write_buffer`).
     pub fn pending_upload_bytes(&self) -> u64 {
         self.shared.uploads_in_flight.load(Ordering::Relaxed)
     }
@@ -430,9 +440,10 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::TooManyWorkgroups`], [`ClientError::TooManyBindings`] against the
-    /// device's limits; [`ClientError::Wgpu`] when the shader does not compile, has no
-    /// such compute entry point, or the bindings do not match it (a `var<uniform>`
-    /// binding included); [`ClientError::UnsupportedGroup`] when the entry point uses a
+    /// device's limits; [`ClientError::Wgpu`] when the shader does not compile or has no
+    /// such compute entry point (with naga's message: the source is checked by naga, the
+    /// WGSL compiler wgpu uses, before wgpu or the browser is handed it, on every
+    /// target), or the bindings do not match it (a `var<uniform>` binding included); [`ClientError::UnsupportedGroup`] when the entry point uses a
     /// group other than 0; [`ClientError::MissingBinding`] when it uses a binding past
     /// the handles given; [`ClientError::DeviceLost`] once the device is lost;
     /// [`ClientError::ReadOnlyAliasesWritable`] when a `var<storage, read>` binding
@@ -512,33 +523,6 @@ impl Client {
         let dropped = before.saturating_sub(reserved_bytes(&server.memory_report()));
         self.record(EventKind::Install, dropped, |_| {});
         Ok(())
-    }
-
-    /// Submits the recorded work and waits until everything submitted is done (an
-    /// untimed wait on the device's answer; a lost device answers at once). Counts as
-    /// the calling thread's submission for the exported slices it dropped (see
-    /// [`resource`](Self::resource)).
-    ///
-    /// # Errors
-    /// [`ClientError::DeviceLost`] once the device is lost; [`ClientError::Wgpu`] when
-    /// wgpu refuses the recorded batch or the wait fails.
-    pub fn sync(&self) -> Result<(), ClientError> {
-        self.shared.export_epoch.counted(|| self.flush())?;
-        let device = &self.shared.device;
-        let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            device.poll(wgpu::PollType::wait_indefinitely())
-        }));
-        if let Some(message) = self.shared.lost.message() {
-            return Err(crate::server::lost_error("sync", message));
-        }
-        match waited {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(error)) => Err(crate::server::wgpu_error("sync", error)),
-            Err(_) => Err(crate::server::wgpu_error(
-                "sync",
-                "device poll panicked inside wgpu",
-            )),
-        }
     }
 
     /// The policy that submits recorded work without a read, flush or sync asking.

@@ -86,15 +86,35 @@ pub struct BudgetDetail {
     pub largest_free_slice: u64,
     /// Bytes of upload staging the operation needed beside its main-memory bytes, from
     /// the same budget: a `create` or `write` of N bytes copies them through N bytes of
-    /// upload staging. 0 for operations that upload nothing.
+    /// upload staging. 0 for operations that upload nothing, and on the web (writes
+    /// take no upload staging there).
     #[serde(default)]
     pub upload_staging: u64,
+    /// Bytes of `retiring` the client could not wait for: on the web, where nothing may
+    /// block, pages given back whose work the browser had not yet reported done. They
+    /// are credited once it does: await `Client::sync_async` (or otherwise yield to the
+    /// browser) and retry. 0 on native adapters, where the client waited for the device
+    /// before it refused.
+    #[serde(default)]
+    pub awaiting_device: u64,
 }
 
 impl BudgetDetail {
     /// Bytes held against the budget: every memory's pages, and pages still retiring.
     pub fn held_total(&self) -> u64 {
         self.held.iter().map(|held| held.bytes).sum::<u64>() + self.retiring
+    }
+
+    /// Whether the refusal came only from pages the device had not reported done
+    /// ([`awaiting_device`](Self::awaiting_device)): without them, the page needed (or
+    /// the bytes asked for, where the page is unknown) fits under the budget, so
+    /// awaiting the device and retrying succeeds unless something else takes the room
+    /// meanwhile.
+    pub fn only_awaiting_device(&self) -> bool {
+        self.awaiting_device > 0
+            && (self.held_total().saturating_sub(self.awaiting_device))
+                .saturating_add(self.page.max(self.requested))
+                <= self.budget
     }
 }
 
@@ -141,6 +161,20 @@ impl fmt::Display for BudgetDetail {
                 "; the upload also needs {} of upload staging under the same budget (a create or write of N bytes copies them through N bytes of staging)",
                 format_bytes(self.upload_staging)
             )?;
+        }
+        if self.awaiting_device > 0 {
+            write!(
+                f,
+                "; {} of what is held is pages given back that the browser has not yet reported the GPU done with (the client cannot wait for that on the web)",
+                format_bytes(self.awaiting_device)
+            )?;
+            if self.only_awaiting_device() {
+                return write!(
+                    f,
+                    ", and without them the reservation fits: await `client.sync_async()` (or otherwise yield to the browser) and retry"
+                );
+            }
+            write!(f, ": await `client.sync_async()` to get them back")?;
         }
         write!(f, "; free memory (drop handles) or raise the budget")
     }
@@ -342,6 +376,54 @@ mod tests {
             budget: None,
             report: crate::memory_management::MemoryReport { streams: vec![] },
         }
+    }
+
+    fn budget_detail(retiring: u64, awaiting_device: u64) -> BudgetDetail {
+        BudgetDetail {
+            budget: 8 << 20,
+            memory: "main".into(),
+            requested: 2 << 20,
+            page: 2 << 20,
+            held: vec![MemoryHeld {
+                memory: "main".into(),
+                bytes: 4 << 20,
+            }],
+            retiring,
+            largest_free_slice: 0,
+            upload_staging: 0,
+            awaiting_device,
+        }
+    }
+
+    /// On the web a refusal that only pages awaiting the browser caused says how many
+    /// bytes await it and to await `sync_async` and retry; one that would not fit even
+    /// without them says to get them back, and to free memory.
+    #[test]
+    fn a_refusal_names_the_bytes_that_await_the_browser() {
+        let only = budget_detail(3 << 20, 3 << 20);
+        assert!(only.only_awaiting_device());
+        let text = only.to_string();
+        assert!(
+            text.contains(
+                "3.00 MiB of what is held is pages given back that the browser has not yet reported"
+            ) && text.contains("the reservation fits: await `client.sync_async()`")
+                && !text.contains("raise the budget"),
+            "{text}"
+        );
+        let also = BudgetDetail {
+            page: 6 << 20,
+            ..budget_detail(3 << 20, 3 << 20)
+        };
+        assert!(!also.only_awaiting_device(), "4 + 6 MiB > 8 MiB");
+        let text = also.to_string();
+        assert!(
+            text.contains("await `client.sync_async()` to get them back")
+                && text.contains("raise the budget"),
+            "{text}"
+        );
+        let native = budget_detail(3 << 20, 0);
+        assert!(!native.only_awaiting_device());
+        assert!(!native.to_string().contains("sync_async"));
     }
 
     #[test]

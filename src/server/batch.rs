@@ -87,6 +87,10 @@ pub(crate) struct PendingWork {
     /// Compactions recorded so far, over the client's life (never reset): an operation
     /// compares it before and after resolving locations (`Server::check_unmoved`).
     moves_recorded: u64,
+    /// Whether a write was handed to the queue (`queue.write_buffer`) since the last
+    /// take: the batch then submits even without commands, so the writes go to the
+    /// device, and carries a fence that the device finishes behind them.
+    queued_writes: bool,
 }
 
 /// A batch taken out of the pending work, ready to submit (without the client's lock).
@@ -99,6 +103,9 @@ pub(crate) struct Batch {
     /// The batch's serial, finished once the device is done with it (see
     /// `storage::wgpu_storage::fences`); `None` for a batch without work.
     pub(crate) fence: Option<BatchFence>,
+    /// Whether writes were handed to the queue since the batch before (it submits even
+    /// without commands).
+    queued_writes: bool,
 }
 
 impl PendingWork {
@@ -210,9 +217,20 @@ impl PendingWork {
         self.commands
     }
 
-    /// Whether anything is recorded.
+    /// Whether anything is recorded, or handed to the queue, since the last take.
     pub(crate) fn is_empty(&self) -> bool {
-        self.encoder.is_none() && self.sealed.is_empty() && self.uploads.is_empty()
+        !self.records_commands() && self.uploads.is_empty() && !self.queued_writes
+    }
+
+    /// Whether commands are recorded (copies, dispatches, compaction segments): work a
+    /// write handed to the queue must not jump ahead of where it uses the same page.
+    pub(crate) fn records_commands(&self) -> bool {
+        self.encoder.is_some() || !self.sealed.is_empty()
+    }
+
+    /// Notes a write handed to the queue (see the field).
+    pub(crate) fn queued_write(&mut self) {
+        self.queued_writes = true;
     }
 
     /// Takes everything recorded as one batch; the pending work starts empty.
@@ -223,6 +241,7 @@ impl PendingWork {
             uploads: std::mem::take(&mut self.uploads),
             retiring: None,
             fence: None,
+            queued_writes: std::mem::take(&mut self.queued_writes),
         };
         self.dispatches = 0;
         self.bytes = 0;
@@ -234,7 +253,7 @@ impl PendingWork {
 impl Batch {
     /// Whether the batch carries no work (only retired page bytes, if anything).
     pub(crate) fn is_empty(&self) -> bool {
-        self.segments.is_empty() && self.uploads.is_empty()
+        self.segments.is_empty() && self.uploads.is_empty() && !self.queued_writes
     }
 
     /// Finishes and submits the batch's segments in order, each inside its own error
@@ -256,6 +275,7 @@ impl Batch {
             uploads,
             retiring,
             fence,
+            queued_writes: _,
         } = self;
         // Credited, and the fence finished, once the device is done with this submission
         // and every earlier one: no work that could use a page of the bucket, or a page
@@ -279,7 +299,8 @@ impl Batch {
         // Should an application callback panic inside the submit, dropping `uploads`
         // while unwinding maps each page again (`UploadPage`'s guard).
         let Outcome { failure, last } = order.submit(device, queue, segments);
-        // A batch of upload pages alone still submits once: their maps follow it.
+        // A batch of upload pages alone still submits once: their maps follow it; so does
+        // one of writes handed to the queue alone, which wgpu runs at the next submit.
         let submission = match last {
             Some(index) => index,
             None => queue.submit(std::iter::empty()),

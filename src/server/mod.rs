@@ -51,6 +51,9 @@ pub use uploads::upload::{
 };
 
 pub(crate) use batch::{Batch, BatchFailure};
+#[cfg(target_arch = "wasm32")]
+pub(crate) use faults::late::LateMarks;
+pub(crate) use faults::late::{Late, LateStores};
 pub(crate) use faults::lost::DeviceLoss;
 pub(crate) use memory::export_life::ExportEpoch;
 pub(crate) use memory::exports::Waiting;
@@ -61,6 +64,7 @@ pub(crate) use reads::poller::poller_thread_name;
 pub(crate) use reads::poller::{Poller, TurnHeld};
 pub(crate) use reads::readback::{PendingMap, ReadFuture, ReadPlan};
 pub(crate) use reads::streamed::{piece_sets, streamed_slice};
+pub(crate) use reads::work_done::WorkDone;
 pub(crate) use segments::SegmentQueue;
 pub(crate) use uploads::upload::copy_bytes;
 
@@ -123,6 +127,13 @@ pub(crate) struct Server {
     /// Exported slices held until the thread that dropped their resource submits (see
     /// `memory::exports`).
     exports: memory::exports::Exports,
+    /// Whether the web's rules hold (on wasm32; tests set them on native adapters): writes
+    /// go to the queue instead of upload staging (see `uploads::queued`), and the client
+    /// never waits for the device (see `room::budget`).
+    web: bool,
+    /// Errors the browser reports after the operation returned (the web; see
+    /// `faults::late`).
+    late: LateStores,
 }
 
 impl Server {
@@ -137,15 +148,17 @@ impl Server {
             ),
         };
         let budget = std::sync::Arc::new(Budget::with_reclaimer());
+        let late = LateStores::default();
         let main = MemoryManagement::from_configuration(
             WgpuStorage::new(device.clone(), MAIN_USAGE, main_properties.alignment)
-                .with_budget(budget.clone()),
+                .with_budget(budget.clone())
+                .with_late_errors(late.pages.clone()),
             &main_properties,
             config,
             options,
         );
         Self {
-            staging: readback_staging(&device, &limits, budget.clone()),
+            staging: readback_staging(&device, &limits, budget.clone(), &late),
             uploads: UploadStaging::new(&device, budget.clone()),
             budget,
             idle: room::pending::IdleClock::default(),
@@ -167,11 +180,20 @@ impl Server {
             max_move_bytes: memory::compaction::default_max_move_bytes(),
             destroyed: Default::default(),
             exports: Default::default(),
+            web: cfg!(target_arch = "wasm32"),
+            late,
             id: {
                 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
                 NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             },
         }
+    }
+
+    /// Sets the web's rules (writes through the queue, no waiting for the device) on or
+    /// off: tests run the web's way on native adapters with it.
+    #[cfg(test)]
+    pub(crate) fn set_web_rules(&mut self, on: bool) {
+        self.web = on;
     }
 
     /// A new handle of `size` bytes in the main memory.
@@ -420,6 +442,12 @@ impl Server {
         Some(batch)
     }
 
+    /// The stores of errors the browser reports late (see `faults::late`), shared with
+    /// the client's await points and its submits.
+    pub(crate) fn late_stores(&self) -> LateStores {
+        self.late.clone()
+    }
+
     /// Whether the submit policy (or [`MAX_BATCH_COMMANDS`]) makes a submit due.
     pub(crate) fn submit_due(&self) -> bool {
         self.pending.due(&self.policy)
@@ -496,6 +524,7 @@ fn readback_staging(
     device: &wgpu::Device,
     limits: &wgpu::Limits,
     budget: std::sync::Arc<Budget>,
+    late: &LateStores,
 ) -> MemoryManagement<WgpuStorage> {
     let properties = staging_memory_properties(limits);
     let pool = MemoryPoolOptions {
@@ -505,7 +534,9 @@ fn readback_staging(
         dealloc_period: Some(STAGING_IDLE_RESERVATIONS),
     };
     MemoryManagement::from_configuration(
-        WgpuStorage::new(device.clone(), STAGING_USAGE, properties.alignment).with_budget(budget),
+        WgpuStorage::new(device.clone(), STAGING_USAGE, properties.alignment)
+            .with_budget(budget)
+            .with_late_errors(late.pages.clone()),
         &properties,
         MemoryConfiguration::ExclusivePages,
         MemoryManagementOptions::new("staging")

@@ -15,7 +15,8 @@
 //! nesting, each bounded by [`MAX_BATCH_COMMANDS`](super::MAX_BATCH_COMMANDS)), and is
 //! empty whenever no submission is in progress.
 
-use crate::storage::wgpu_storage::error::{capture, destroyed_resource};
+use super::Late;
+use crate::storage::wgpu_storage::error::{LateErrors, capture_late, destroyed_resource};
 use cubecl_runtime::memory_management::{ManagedMemoryBinding, WeakMemoryBinding};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -40,9 +41,11 @@ pub(crate) struct BatchFailure {
 
 /// Segments waiting for their `queue.submit`, oldest first, each with the outcome of
 /// the batch it belongs to.
-#[derive(Default)]
 pub(crate) struct SegmentQueue {
     waiting: Mutex<VecDeque<(Segment, Arc<Mutex<Outcome>>)>>,
+    /// Where a segment the browser refuses after its submit returned is kept, with its
+    /// outputs (the web only; see `faults::late`).
+    late: LateErrors<Late>,
 }
 
 /// What the segments of one batch did, whoever submitted them.
@@ -55,6 +58,14 @@ pub(crate) struct Outcome {
 }
 
 impl SegmentQueue {
+    /// An empty queue whose segments' late errors (the web) go to `late`.
+    pub(crate) fn new(late: LateErrors<Late>) -> Self {
+        Self {
+            waiting: Mutex::default(),
+            late,
+        }
+    }
+
     /// Queues `segments` behind the segments already queued, and submits until the
     /// queue is empty; returns what this batch's segments did.
     pub(crate) fn submit(
@@ -87,7 +98,13 @@ impl SegmentQueue {
                 outputs,
                 moves,
             } = segment;
-            let (index, error) = capture(device, || queue.submit([encoder.finish()]));
+            // On the web the refusal comes later: the segment's outputs go with it, to be
+            // claimed then (nothing below uses them there).
+            let mut outputs = outputs;
+            let late = || Late::Submit(std::mem::take(&mut outputs));
+            let (index, error) = capture_late(device, &self.late, late, || {
+                queue.submit([encoder.finish()])
+            });
             let mut outcome = outcome.lock();
             outcome.last = Some(index);
             // A failed segment of work also claims the later segments of work of its

@@ -51,6 +51,8 @@ mod soak;
 mod staging;
 mod staging_bound;
 mod storage;
+mod sync_async;
 mod threads;
 mod threads_model;
 mod watchdog;
+mod web_limits;

@@ -163,6 +163,13 @@ impl Server {
         REFUSED.with(|refused| refused.borrow_mut().take())
     }
 
+    /// Whether the client may wait for the device (`device.poll(Wait)`, the reclaimer)
+    /// before it retries a refused reservation: never on the web, where nothing may
+    /// block and the device's answers come only from the browser's event loop.
+    pub(crate) fn waits_for_device(&self) -> bool {
+        !self.web
+    }
+
     /// The budget all three memories take their pages from.
     pub(crate) fn budget(&self) -> &Budget {
         &self.budget
@@ -243,6 +250,11 @@ impl Server {
             retiring: self.budget.retiring(),
             largest_free_slice: self.main.largest_free_slice(),
             upload_staging: 0,
+            // The client waits for retiring pages before it refuses, except on the web.
+            awaiting_device: match self.waits_for_device() {
+                true => 0,
+                false => self.budget.retiring(),
+            },
         })
     }
 

@@ -20,11 +20,11 @@ use std::sync::Arc;
 
 /// One edge word to merge: its index in the target binding, the mask of the bytes the
 /// write covers, and the word as written. Laid out as the shader's `Edge`.
-type EdgeRecord = [u32; 4];
+pub(super) type EdgeRecord = [u32; 4];
 
 /// An edge to merge: its record (the value word left 0) and the offset, from the start
 /// of the write's staging region, of the staging word that holds its new value.
-type Edge = (EdgeRecord, u64);
+pub(super) type Edge = (EdgeRecord, u64);
 
 impl Server {
     /// Writes `len` bytes at byte `offset` of `handle`, filled by `fill` straight into the
@@ -242,13 +242,13 @@ pub(crate) fn merge_kernel() -> Kernel {
 }
 
 /// Byte offset of the value word in an [`EdgeRecord`].
-const VALUE_OFFSET: u64 = 8;
+pub(super) const VALUE_OFFSET: u64 = 8;
 
 /// The edge words a write of `len` bytes at `offset` covers only in part, as merge
 /// records with the staging word of each one's new value. The write's staging region
 /// lines its words up with the target's: the target word of the write's first byte is
 /// the region's first word.
-fn edges(offset: u64, len: u64) -> Vec<Edge> {
+pub(super) fn edges(offset: u64, len: u64) -> Vec<Edge> {
     let end = offset + len;
     let head_word = offset / COPY_ALIGNMENT;
     let tail_word = (end - 1) / COPY_ALIGNMENT;

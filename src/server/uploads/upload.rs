@@ -30,6 +30,10 @@
 //!    and [`STAGING_IDLE_OPERATIONS`](crate::server::STAGING_IDLE_OPERATIONS)), without a
 //!    cleanup, and free pages over a quarter of the main memory's working set go back
 //!    at the next write ([`STAGING_FREE_FLOOR`]).
+//!
+//! On the web none of this is used: a page would come back only in a map callback the
+//! browser runs once the program yields, so writes are handed to the queue instead
+//! (`queued`), and the client holds no upload staging at all there.
 
 use crate::memory_management::{
     MemoryConfiguration, MemoryManagement, MemoryManagementOptions, MemoryPoolOptions, PoolType,
@@ -323,14 +327,15 @@ impl Region {
 /// The piece of a large copy one thread takes at a time, in bytes.
 const COPY_PIECE: usize = 64 << 10;
 
-/// Copies `source` into `target` (same length), over several threads when large.
+/// Copies `source` into `target` (same length), over several threads when large (on
+/// the calling thread on the web, which has none).
 ///
 /// wgpu's write-only view of a byte slice cannot move to another thread, but a view of a
 /// fixed-size array can: the target is cut into [`COPY_PIECE`]-byte arrays, dealt out to
 /// the threads in runs, and the tail is copied here.
 pub(crate) fn copy_bytes(target: wgpu::WriteOnly<'_, [u8]>, source: &[u8]) {
     let mut target = target;
-    if source.len() < PARALLEL_COPY {
+    if source.len() < PARALLEL_COPY || cfg!(target_arch = "wasm32") {
         target.copy_from_slice(source);
         return;
     }

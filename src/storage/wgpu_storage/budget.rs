@@ -34,6 +34,13 @@
 //!
 //! A reservation the budget refuses while bytes are retiring is retried by the client
 //! after it flushed and waited for the device.
+//!
+//! On the web (wasm32) the reclaimer has no thread: a bucket's pages are destroyed and
+//! credited inside the work-done callback itself, which the browser runs from its event
+//! loop once the GPU is done, and a page no unfinished work uses is destroyed and
+//! credited where it is given back. Nothing waits there; the client cannot wait for the
+//! browser either, so a reservation refused while bytes are retiring says how many, and
+//! the caller awaits the device (`Client::sync_async`) and retries.
 
 use super::fences::Fences;
 use super::reclaimer::Reclaimer;
@@ -142,7 +149,9 @@ impl Default for Budget {
 impl Budget {
     /// A budget without a cap whose given-back buffers are freed on a thread of its own
     /// once the device is done with them (see the module doc); a budget like
-    /// [`Default`]'s, freeing them where they are given back, when no thread starts.
+    /// [`Default`]'s, freeing them where they are given back, when no thread starts. On
+    /// the web, buffers are held in the bucket the same way and destroyed in the
+    /// callback that learns the device is done with them.
     pub fn with_reclaimer() -> Self {
         Self {
             reclaimer: Reclaimer::spawn(),

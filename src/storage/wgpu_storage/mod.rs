@@ -62,6 +62,9 @@ pub struct WgpuStorage {
     /// Copies a compaction asked for, until the owner takes them.
     copies: Vec<PendingCopy>,
     budget: Arc<Budget>,
+    /// Pages the browser refused after `create_buffer` returned (the web only, see
+    /// [`error`]): the owner reports them at its next await point.
+    late: error::LateErrors<error::RefusedPage>,
 }
 
 /// A page: its buffer, and the serial of the last batch it was handed out for (see
@@ -126,6 +129,7 @@ impl WgpuStorage {
             deallocations: 0,
             copies: Vec::new(),
             budget: Arc::default(),
+            late: error::LateErrors::default(),
         }
     }
 
@@ -133,6 +137,14 @@ impl WgpuStorage {
     /// budget of its own without a cap. Call it before the first page is made.
     pub fn with_budget(mut self, budget: Arc<Budget>) -> Self {
         self.budget = budget;
+        self
+    }
+
+    /// Keeps the pages the browser refuses (on the web, where a refusal is known only
+    /// after `create_buffer` returned, see [`error`]) in `late`, which the owner reads,
+    /// instead of a store of the storage's own. Call it before the first page is made.
+    pub fn with_late_errors(mut self, late: error::LateErrors<error::RefusedPage>) -> Self {
+        self.late = late;
         self
     }
 
@@ -169,6 +181,17 @@ impl WgpuStorage {
     pub fn buffer(&self, id: &StorageId) -> Option<&wgpu::Buffer> {
         let recording = self.budget.fences().recording();
         self.buffers.get(id).map(|page| page.stamp(recording))
+    }
+
+    /// Whether work recorded in the open batch (not yet taken for submission) may use the
+    /// page `id`: it was handed out for that batch (see [`fences`]), or lent to the
+    /// application. `false` when no page has that id. Reads the stamp without setting
+    /// it: a write handed to the queue asks this before it resolves its target.
+    pub fn in_open_batch(&self, id: &StorageId) -> bool {
+        let recording = self.budget.fences().recording();
+        self.buffers
+            .get(id)
+            .is_some_and(|page| page.last_use.load(Ordering::Relaxed) >= recording)
     }
 
     /// Marks the page `id` as lent to the application (its buffer handed out for the
@@ -241,7 +264,11 @@ impl ComputeStorage for WgpuStorage {
                 backtrace: Default::default(),
             });
         }
-        let (buffer, error) = error::capture(&self.device, || {
+        let refused = || error::RefusedPage {
+            size,
+            usage: self.usage,
+        };
+        let (buffer, error) = error::capture_late(&self.device, &self.late, refused, || {
             self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("wgpu-memory page"),
                 size: real_size,

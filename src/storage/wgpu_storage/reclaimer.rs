@@ -20,9 +20,19 @@
 //! pages back) and is drained as fast as the driver frees; a job that panics is logged
 //! and the thread goes on. Should the thread not start, or
 //! stop, the pages are dropped on the calling thread as before.
+//!
+//! On the web (wasm32) there are no threads and nothing may block: the reclaimer runs
+//! each job where it is sent, at once, and has nothing to wait for. Its jobs come from
+//! wgpu's work-done callbacks, which the browser runs from its event loop (never inside
+//! a call of ours), and from given-back pages no unfinished work uses. Every page is
+//! destroyed there, not only dropped: a dropped WebGPU buffer keeps its memory until the
+//! JavaScript garbage collector runs, which knows nothing of GPU memory.
 
+#[cfg(not(target_arch = "wasm32"))]
 use parking_lot::{Condvar, Mutex};
+#[cfg(not(target_arch = "wasm32"))]
 use std::sync::Arc;
+#[cfg(not(target_arch = "wasm32"))]
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -30,7 +40,8 @@ use std::time::Duration;
 /// device is done with (a storage about to create a page, a budget retry,
 /// `Client::device_memory`, `Client::cleanup`): 10 s. Freeing takes well under a
 /// millisecond per page on the drivers we measured; past this the waiter goes on, with
-/// those bytes still charged, and logs a warning.
+/// those bytes still charged, and logs a warning. On the web nothing waits: pages are
+/// freed where they are given back, or in the callback that learns the device is done.
 pub const RECLAIM_WAIT: Duration = Duration::from_secs(10);
 
 /// Pages whose work is done, to drop (destroyed first when `destroy`), and what to do
@@ -42,12 +53,14 @@ struct Job {
 }
 
 /// Jobs sent and not yet finished, shared with the thread.
+#[cfg(not(target_arch = "wasm32"))]
 #[derive(Default)]
 struct Outstanding {
     jobs: Mutex<u64>,
     done: Condvar,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Outstanding {
     fn finish_one(&self) {
         let mut jobs = self.jobs.lock();
@@ -59,11 +72,13 @@ impl Outstanding {
 }
 
 /// A thread that drops given-back pages off the caller's thread (see the module doc).
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) struct Reclaimer {
     sender: Mutex<Option<mpsc::Sender<Job>>>,
     outstanding: Arc<Outstanding>,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl std::fmt::Debug for Reclaimer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reclaimer")
@@ -72,6 +87,7 @@ impl std::fmt::Debug for Reclaimer {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Reclaimer {
     /// Starts the thread; `None` (pages are then dropped where they are given back) when
     /// the system refuses a thread.
@@ -139,10 +155,43 @@ impl Reclaimer {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Drop for Reclaimer {
     fn drop(&mut self) {
         // Ends the thread once it has finished the jobs already sent.
         self.sender.lock().take();
+    }
+}
+
+/// The web's reclaimer: no thread, every job runs where it is sent (see the module doc).
+#[cfg(target_arch = "wasm32")]
+#[derive(Debug)]
+pub(crate) struct Reclaimer;
+
+#[cfg(target_arch = "wasm32")]
+impl Reclaimer {
+    /// The inline reclaimer (the web has no threads); always there.
+    pub(crate) fn spawn() -> Option<Self> {
+        Some(Self)
+    }
+
+    /// Destroys and drops `pages` at once, then runs `credit`.
+    pub(crate) fn send(
+        &self,
+        pages: Vec<wgpu::Buffer>,
+        destroy: bool,
+        credit: Box<dyn FnOnce() + Send>,
+    ) {
+        finish_here(Job {
+            pages,
+            destroy,
+            credit,
+        });
+    }
+
+    /// Every job ran where it was sent: nothing to wait for, never waits.
+    pub(crate) fn wait_idle(&self, _timeout: Duration) -> bool {
+        true
     }
 }
 
@@ -151,9 +200,10 @@ fn finish_here(job: Job) {
     (job.credit)();
 }
 
-/// Drops `pages`, destroying each first when `destroy`.
+/// Drops `pages`, destroying each first when `destroy` (always on the web, where a
+/// dropped buffer waits for the garbage collector).
 fn free(pages: Vec<wgpu::Buffer>, destroy: bool) {
-    if destroy {
+    if destroy || cfg!(target_arch = "wasm32") {
         for page in &pages {
             page.destroy();
         }
@@ -162,6 +212,7 @@ fn free(pages: Vec<wgpu::Buffer>, destroy: bool) {
 }
 
 /// The thread: drops each job's pages, then credits them, until every sender is gone.
+#[cfg(not(target_arch = "wasm32"))]
 fn run(receiver: mpsc::Receiver<Job>, outstanding: &Outstanding) {
     while let Ok(Job {
         pages,
