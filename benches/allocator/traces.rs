@@ -59,7 +59,7 @@ impl Rng {
         Self(seed.max(1))
     }
 
-    fn next(&mut self) -> u64 {
+    pub fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -69,17 +69,17 @@ impl Rng {
     }
 
     /// Uniform in `0..n`.
-    fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         ((self.next() >> 32) * n) >> 32
     }
 
     /// Uniform in `lo..=hi`.
-    fn uniform(&mut self, lo: u64, hi: u64) -> u64 {
+    pub fn uniform(&mut self, lo: u64, hi: u64) -> u64 {
         lo + (self.next() % (hi - lo + 1))
     }
 
     /// Log-uniform in `lo..=hi`: as many sizes per octave at each end.
-    fn log_uniform(&mut self, lo: u64, hi: u64) -> u64 {
+    pub fn log_uniform(&mut self, lo: u64, hi: u64) -> u64 {
         let unit = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
         let (l, h) = ((lo as f64).ln(), (hi as f64).ln());
         ((l + (h - l) * unit).exp() as u64).clamp(lo, hi)
@@ -88,7 +88,7 @@ impl Rng {
 
 /// Builds a closed trace: hands out slots and drops whatever is still live at the end,
 /// oldest first.
-struct Builder {
+pub struct Builder {
     ops: Vec<Op>,
     vacant: Vec<u32>,
     slots: u32,
@@ -97,7 +97,7 @@ struct Builder {
 }
 
 impl Builder {
-    fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             ops: Vec::new(),
             vacant: Vec::new(),
@@ -106,7 +106,7 @@ impl Builder {
         }
     }
 
-    fn reserve(&mut self, size: u64) -> u32 {
+    pub fn reserve(&mut self, size: u64) -> u32 {
         let slot = self.vacant.pop().unwrap_or_else(|| {
             self.slots += 1;
             self.slots - 1
@@ -116,7 +116,7 @@ impl Builder {
         slot
     }
 
-    fn release(&mut self, slot: u32) {
+    pub fn release(&mut self, slot: u32) {
         let at = self
             .live
             .iter()
@@ -127,7 +127,7 @@ impl Builder {
         self.vacant.push(slot);
     }
 
-    fn finish(mut self, name: &'static str, description: String) -> Trace {
+    pub fn finish(mut self, name: &'static str, description: String) -> Trace {
         for slot in std::mem::take(&mut self.live) {
             self.ops.push(Op::Drop { slot });
         }

@@ -11,7 +11,7 @@ use super::pool::whole_page::{Release, Reuse, WholePagePool};
 use super::pool::{DynamicPool, align_down, align_up};
 use cubecl_runtime::memory_management::{MemoryConfiguration, MemoryPoolKind};
 
-pub(crate) use exclusive_pages::exclusive_pages;
+pub(crate) use exclusive_pages::{PAGE_GRANULE, exclusive_pages};
 
 /// The largest reservation the adaptive layout's small pool takes, in bytes.
 pub(crate) const SMALL_SLICE: u64 = 64 << 10;
@@ -30,6 +30,11 @@ pub(crate) const MAX_POOLS: usize = 254;
 pub(crate) enum PoolSpec {
     /// A pool of a [`PoolType`].
     Options(MemoryPoolOptions),
+    /// An exclusive pool of the exclusive-pages preset: pages rounded to size classes
+    /// and reused up to twice the request ([`Reuse::SizeClasses`]), in multiples of
+    /// [`PAGE_GRANULE`] rather than of the storage-offset alignment. A transient
+    /// memory's is an exclusive pool like any other.
+    ClassedPages(MemoryPoolOptions),
     /// Pages sized after the allocations served ([`AdaptivePool`]).
     Adaptive,
     /// A sliced pool that takes only sizes up to `max_slice_size` (the adaptive layout's
@@ -60,7 +65,7 @@ pub(crate) fn preset(
     match config {
         MemoryConfiguration::ExclusivePages => exclusive_pages(properties)
             .into_iter()
-            .map(PoolSpec::Options)
+            .map(PoolSpec::ClassedPages)
             .collect(),
         #[allow(unreachable_patterns)]
         _ => {
@@ -94,6 +99,12 @@ pub(crate) fn instantiate(
         .enumerate()
         .map(|(position, spec)| match spec {
             PoolSpec::Options(option) => build_pool(position as u8, option, alignment, transient),
+            PoolSpec::ClassedPages(option) if transient => {
+                build_pool(position as u8, option, alignment, transient)
+            }
+            PoolSpec::ClassedPages(option) => {
+                classed_pool(position as u8, option, alignment, properties.max_page_size)
+            }
             PoolSpec::Small {
                 page_size,
                 max_slice_size,
@@ -109,6 +120,35 @@ pub(crate) fn instantiate(
             )),
         })
         .collect()
+}
+
+/// An exclusive pool of the preset (see [`PoolSpec::ClassedPages`]); any other pool
+/// type is built as given.
+fn classed_pool(
+    position: u8,
+    option: &MemoryPoolOptions,
+    alignment: u64,
+    max_page_size: u64,
+) -> DynamicPool {
+    let PoolType::ExclusivePages { max_alloc_size } = option.pool_type else {
+        return build_pool(position, option, alignment, false);
+    };
+    let release = option
+        .dealloc_period
+        .map_or(Release::Explicit, Release::AfterIdle);
+    DynamicPool::WholePage(
+        WholePagePool::new(
+            position,
+            MemoryPoolKind::Exclusive {
+                max_alloc_size: align_up(max_alloc_size, alignment),
+            },
+            max_alloc_size,
+            alignment.min(PAGE_GRANULE),
+            Reuse::SizeClasses,
+            release,
+        )
+        .pages_at_most(align_down(max_page_size, alignment).max(alignment)),
+    )
 }
 
 fn build_pool(

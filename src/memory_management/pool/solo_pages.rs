@@ -77,29 +77,33 @@ impl SoloPages {
         }
     }
 
-    /// Gives back the free pages `rule` selects; returns how many.
+    /// Gives back the free pages `rule` selects; returns each one's size in bytes and
+    /// when it became free.
     pub(crate) fn release_where<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
         mut rule: impl FnMut(&SoloPage) -> bool,
-    ) -> u64 {
+    ) -> Vec<(u64, u64)> {
         let candidates: Vec<(u64, u32)> = self.free.iter().copied().collect();
-        let before = self.count;
+        let mut released = Vec::new();
         for (bytes, index) in candidates {
-            if self.pages[index as usize].as_ref().is_some_and(&mut rule) {
+            if let Some(page) = self.pages[index as usize].as_ref()
+                && rule(page)
+            {
+                released.push((bytes, page.freed_at));
                 self.release(storage, bytes, index);
             }
         }
-        before - self.count
+        released
     }
 
-    /// Gives back free pages, longest idle first, until `enough` holds; returns the sizes
-    /// of the pages given back, in bytes.
+    /// Gives back free pages, longest idle first, until `enough` holds; returns each
+    /// one's size in bytes and when it became free.
     pub(crate) fn release_until<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
         enough: impl Fn(&Self) -> bool,
-    ) -> Vec<u64> {
+    ) -> Vec<(u64, u64)> {
         let mut candidates: Vec<(u64, u64, u32)> = self
             .free
             .iter()
@@ -110,12 +114,12 @@ impl SoloPages {
             .collect();
         candidates.sort_unstable();
         let mut released = Vec::new();
-        for (_, bytes, index) in candidates {
+        for (freed_at, bytes, index) in candidates {
             if enough(self) {
                 break;
             }
             self.release(storage, bytes, index);
-            released.push(bytes);
+            released.push((bytes, freed_at));
         }
         released
     }

@@ -11,12 +11,21 @@ use crate::storage::{ComputeStorage, StorageHandle, StorageUtilization};
 use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryPoolKind, MemoryPoolReport};
 use std::collections::VecDeque;
 
-/// Which free page a reservation may take.
+/// Which free page a reservation may take, and which page a miss makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reuse {
     /// The smallest free page at least as large as the aligned request and at most half
-    /// again as large (exclusive pages: bounded slack, broad reuse).
+    /// again as large (explicit exclusive pools: bounded slack, broad reuse).
     Similar,
+    /// The smallest free page at least as large as the aligned request and at most twice
+    /// as large; a miss makes a page of the request's [`page_class`], not of its exact
+    /// size (the exclusive-pages preset, the layout of the web). A bucket cache's buffer
+    /// serves requests down to half its size, so a page taken by one half its size
+    /// wastes no more than such a cache does, and the smallest fit keeps the usual slack
+    /// far below that; a class leaves room for a tensor that grows a little each step
+    /// (a language model's key/value caches) to take the page its predecessor freed, and
+    /// keeps the sizes of a memory's pages few.
+    SizeClasses,
     /// Only a free page of exactly the aligned size (direct, persistent, dedicated).
     Exact,
     /// The smallest free page at least as large (short-lived allocations such as staging
@@ -30,7 +39,9 @@ pub(crate) enum Reuse {
 pub(crate) enum Release {
     /// Only on explicit cleanup.
     Explicit,
-    /// A page free for this many reservations goes back on the periodic cleanup.
+    /// A page free for this many reservations goes back on the periodic cleanup (under
+    /// [`Reuse::SizeClasses`], longer once sizes given back came back:
+    /// `WholePagePool::learn_from_return`).
     AfterIdle(u64),
     /// Before a new page would take reserved bytes over this watermark.
     Watermark(u64),
@@ -38,8 +49,37 @@ pub(crate) enum Release {
     Immediately,
 }
 
-/// Pages given back at growth that are remembered, to notice when their sizes return.
+/// Pages given back at growth that are remembered, to notice when their sizes return;
+/// under [`Reuse::SizeClasses`], as many pages given back by either rule.
 const RELEASES_REMEMBERED: usize = 64;
+
+/// Under [`Reuse::SizeClasses`], the longest a free page waits before the periodic
+/// cleanup gives it back, in dealloc periods (see [`WholePagePool::learn_from_return`]).
+const MOST_IDLE_PERIODS: u64 = 16;
+
+/// The page classes of one octave `[2^k, 2^(k+1)]`, in 256ths of `2^k`: `2^(i/8)` for
+/// `i = 0..=8`, rounded up. Eight classes an octave: a page is at most 9.4 % over the
+/// request that made it.
+const CLASS_STEPS: [u64; 9] = [256, 280, 305, 332, 363, 395, 431, 470, 512];
+
+/// The page class of `bytes`: the smallest size of the form `2^k * 2^(i/8)` (see
+/// [`CLASS_STEPS`]) at least `bytes`, rounded up to a multiple of `granule`. Sizes up to
+/// 256 bytes are only rounded up to the granule. Saturates at `u64::MAX`.
+pub(crate) fn page_class(bytes: u64, granule: u64) -> u64 {
+    let granule = granule.max(1);
+    if bytes <= 256 {
+        return align_up(bytes, granule);
+    }
+    // bytes > 256: the octave's 256ths are whole bytes.
+    let octave = 63 - bytes.leading_zeros();
+    let unit = 1u64 << (octave - 8);
+    let class = CLASS_STEPS
+        .iter()
+        .map(|&step| step.saturating_mul(unit))
+        .find(|&class| class >= bytes)
+        .unwrap_or(u64::MAX);
+    align_up(class, granule)
+}
 
 /// A pool of one-allocation pages.
 #[derive(Debug)]
@@ -49,6 +89,9 @@ pub(crate) struct WholePagePool {
     granule: u64,
     reuse: Reuse,
     release: Release,
+    /// The largest page a miss makes, in bytes (a page class is cut down to it, never
+    /// below the request): the device's largest page.
+    page_limit: u64,
     pages: SoloPages,
     last_idle_check: u64,
     /// Pages given back at growth, as (bytes, when), oldest first, at most
@@ -56,6 +99,14 @@ pub(crate) struct WholePagePool {
     released_at_growth: VecDeque<(u64, u64)>,
     /// Growth gives back no page before this reservation (see [`Self::grow`]).
     keep_until: u64,
+    /// Under [`Reuse::SizeClasses`]: pages given back by the periodic cleanup or at
+    /// growth, as (bytes, when the page became free), oldest first, at most
+    /// [`RELEASES_REMEMBERED`].
+    given_back: VecDeque<(u64, u64)>,
+    /// Under [`Reuse::SizeClasses`]: how long a free page waits before the periodic
+    /// cleanup gives it back, in reservations, once given-back sizes came back; 0 until
+    /// then (the dealloc period applies).
+    learned_idle: u64,
     slices: SliceTable,
     stats: PoolStats,
 }
@@ -75,13 +126,23 @@ impl WholePagePool {
             granule: alignment.max(1),
             reuse,
             release,
+            page_limit: u64::MAX,
             pages: SoloPages::default(),
             last_idle_check: 0,
             released_at_growth: VecDeque::new(),
             keep_until: 0,
+            given_back: VecDeque::new(),
+            learned_idle: 0,
             slices: SliceTable::new(pool),
             stats: PoolStats::default(),
         }
+    }
+
+    /// Makes no page over `limit` bytes (the device's largest page): a page class above
+    /// it is cut down to it, or to the request where that is larger.
+    pub(crate) fn pages_at_most(mut self, limit: u64) -> Self {
+        self.page_limit = limit;
+        self
     }
 
     pub(crate) fn accept(&self, size: u64) -> bool {
@@ -93,10 +154,11 @@ impl WholePagePool {
         self.max_alloc_size
     }
 
-    /// The smallest page the pool makes, in bytes: one alignment unit (a page is its
-    /// reservation's aligned size).
+    /// The smallest page the pool makes, in bytes: one granule (the alignment, or the
+    /// smaller granule the pool was given; a page is its reservation's aligned size or
+    /// its class).
     pub(crate) fn smallest_page(&self) -> u64 {
-        self.effective(1)
+        self.page_size(self.effective(1))
     }
 
     fn effective(&self, size: u64) -> u64 {
@@ -125,6 +187,7 @@ impl WholePagePool {
     fn largest_reusable(&self, effective: u64) -> u64 {
         match self.reuse {
             Reuse::Similar => effective.saturating_add(effective / 2),
+            Reuse::SizeClasses => effective.saturating_mul(2),
             Reuse::Exact => effective,
             Reuse::AnyLarger => u64::MAX,
         }
@@ -143,8 +206,20 @@ impl WholePagePool {
         self.slices.insert_slice(storage, padding, index, None, 0)
     }
 
-    /// Allocates a page of exactly the aligned size, first giving back free pages as the
-    /// [`Release`] rule says.
+    /// The page a miss for `effective` (aligned) bytes makes: its [`page_class`] under
+    /// [`Reuse::SizeClasses`], within the page limit; the aligned size otherwise.
+    fn page_size(&self, effective: u64) -> u64 {
+        match self.reuse {
+            Reuse::SizeClasses => page_class(effective, self.granule)
+                .min(self.page_limit)
+                .max(effective),
+            _ => effective,
+        }
+    }
+
+    /// Allocates a page for the request (of the aligned size, or of its class under
+    /// [`Reuse::SizeClasses`]), first giving back free pages as the [`Release`] rule
+    /// says.
     ///
     /// Exclusive pages with a period: free pages the request could not use are a bet on
     /// their sizes coming back. At growth that bet is kept no larger than the pages in
@@ -156,6 +231,10 @@ impl WholePagePool {
     /// back nothing for one period; the periodic cleanup still gives back pages idle
     /// that long. So such a loop re-makes what the first pass gave back once, and
     /// nothing after.
+    ///
+    /// Under [`Reuse::SizeClasses`] (the exclusive-pages preset) a growth that a page
+    /// given back would have served also teaches the periodic cleanup to wait longer
+    /// ([`learn_from_return`](Self::learn_from_return)).
     ///
     /// Without a period the user asked to keep every free page until an explicit cleanup.
     pub(crate) fn grow<S: ComputeStorage>(
@@ -174,6 +253,9 @@ impl WholePagePool {
                 )
                 .is_empty(),
             Release::AfterIdle(period) if self.reuse != Reuse::Exact => {
+                if self.reuse == Reuse::SizeClasses {
+                    self.learn_from_return(effective, period, now);
+                }
                 self.release_at_growth(storage, effective, period, now)
             }
             _ => false,
@@ -184,7 +266,9 @@ impl WholePagePool {
         if released {
             storage.flush();
         }
-        let page = storage.alloc(effective).map_err(GrowError::Storage)?;
+        let page = storage
+            .alloc(self.page_size(effective))
+            .map_err(GrowError::Storage)?;
         let index = self.pages.add(page, now);
         self.stats.pages_peak = self.stats.pages_peak.max(self.pages.count());
         Ok(self.occupy(index, size))
@@ -219,13 +303,57 @@ impl WholePagePool {
             |pages| pages.free_bytes() <= pages.reserved() - pages.free_bytes(),
             now,
         );
-        for bytes in released {
+        for &(bytes, _) in &released {
             if self.released_at_growth.len() == RELEASES_REMEMBERED {
                 self.released_at_growth.pop_front();
             }
             self.released_at_growth.push_back((bytes, now));
         }
+        self.remember_given_back(&released);
         self.pages.count() < before
+    }
+
+    /// Under [`Reuse::SizeClasses`]: when a growth for `effective` bytes makes a page
+    /// that a page given back (by the periodic cleanup or at growth) would have served,
+    /// the workload came back to that size after the page had been free for `gap`
+    /// reservations, so free pages idle that long are still wanted: the periodic cleanup
+    /// waits at least `2 * gap` from then on, at most [`MOST_IDLE_PERIODS`] dealloc
+    /// periods. A loop whose round is longer than the period (sizes that drift and come
+    /// round again, prompts of varying length) then keeps its pages after the round that
+    /// taught it; a workload that never comes back still gives its pages back after one
+    /// period (field scenario C01).
+    fn learn_from_return(&mut self, effective: u64, period: u64, now: u64) {
+        let largest = self.largest_reusable(effective);
+        let mut earliest: Option<u64> = None;
+        self.given_back.retain(|&(bytes, freed_at)| {
+            let served = (effective..=largest).contains(&bytes);
+            if served {
+                earliest = Some(earliest.map_or(freed_at, |e| e.min(freed_at)));
+            }
+            !served
+        });
+        if let Some(freed_at) = earliest {
+            let wanted = now.saturating_sub(freed_at).saturating_mul(2);
+            self.learned_idle = self
+                .learned_idle
+                .max(wanted)
+                .min(period.saturating_mul(MOST_IDLE_PERIODS));
+        }
+    }
+
+    /// Under [`Reuse::SizeClasses`], remembers pages given back (bytes, when each became
+    /// free) for [`learn_from_return`](Self::learn_from_return), the newest
+    /// [`RELEASES_REMEMBERED`].
+    fn remember_given_back(&mut self, released: &[(u64, u64)]) {
+        if self.reuse != Reuse::SizeClasses {
+            return;
+        }
+        for &page in released {
+            if self.given_back.len() == RELEASES_REMEMBERED {
+                self.given_back.pop_front();
+            }
+            self.given_back.push_back(page);
+        }
     }
 
     pub(crate) fn sweep(&mut self, sweep: Sweep, now: u64) {
@@ -260,15 +388,18 @@ impl WholePagePool {
                 }
                 self.last_idle_check = now;
                 self.sweep(Sweep::All, now);
-                self.pages
-                    .release_where(storage, |page| now.saturating_sub(page.freed_at) >= period)
-                    > 0
+                let idle = period.max(self.learned_idle);
+                let released = self
+                    .pages
+                    .release_where(storage, |page| now.saturating_sub(page.freed_at) >= idle);
+                self.remember_given_back(&released);
+                !released.is_empty()
             }
             // Runs on every reservation, so the sweep is the bounded catch-up: with
             // more than 1024 slots a freed page may wait a few reservations.
             Release::Immediately if self.pages.count() > 0 => {
                 self.sweep(Sweep::CatchUp, now);
-                self.pages.release_where(storage, |_| true) > 0
+                !self.pages.release_where(storage, |_| true).is_empty()
             }
             _ => false,
         }
@@ -280,14 +411,14 @@ impl WholePagePool {
         self.pages.release_where(storage, |_| true);
     }
 
-    /// Releases free pages, longest idle first, until `enough` holds; returns the sizes
-    /// of the pages released, in bytes.
+    /// Releases free pages, longest idle first, until `enough` holds; returns each one's
+    /// size in bytes and when it became free.
     fn release_until<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
         enough: impl Fn(&SoloPages) -> bool,
         now: u64,
-    ) -> Vec<u64> {
+    ) -> Vec<(u64, u64)> {
         if enough(&self.pages) {
             return Vec::new();
         }
@@ -322,5 +453,32 @@ impl WholePagePool {
             pages_unmapped: 0,
             largest_alloc: self.stats.largest_alloc,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page_class;
+
+    /// Classes are at least the request, at most 9.4 % over it (plus the granule), a
+    /// class (granule 1) is its own class, and the largest sizes saturate instead of
+    /// wrapping.
+    #[test]
+    fn page_classes_bound_the_slack_and_are_stable() {
+        assert_eq!(page_class(1, 64), 64);
+        assert_eq!(page_class(200, 64), 256);
+        assert_eq!(page_class(257, 1), 280);
+        assert_eq!(page_class(3 << 20, 64), 3_235_840);
+        for bytes in (1..200_000u64).step_by(97).chain([1 << 30, (1 << 30) + 1]) {
+            let class = page_class(bytes, 64);
+            assert!(class >= bytes, "{bytes}");
+            assert!(
+                class as f64 <= bytes as f64 * 1.094 + 64.0,
+                "{bytes} -> {class}"
+            );
+            let exact = page_class(bytes, 1);
+            assert_eq!(page_class(exact, 1), exact, "{bytes} -> {exact}");
+        }
+        assert_eq!(page_class(u64::MAX - 10, 64), u64::MAX);
     }
 }
