@@ -58,6 +58,47 @@ impl<S: CopyStorage> MemoryManagement<S> {
         done
     }
 
+    /// Runs [`compact`](Self::compact) passes until one moves nothing, `limits` are
+    /// spent (over all passes) or `max_passes` ran, releasing the ranges moved slices
+    /// left between passes ([`release_moved`](Self::release_moved)); the last pass's
+    /// ranges wait for the owner's release as ever. Returns every move, in copy order.
+    ///
+    /// One pass leaves each page that took moved slices where it is, and plans without
+    /// the ranges moved slices left, so survivors spread over pages of many sizes come
+    /// together over several passes: 400 tensors of 4 KiB-3 MiB with 70 % dropped kept
+    /// 2.0 times their bytes after one pass and 1.05 times after four or five.
+    ///
+    /// The owner must run every copy of the call before any later use of the released
+    /// ranges: copies queued in the storage in the order given (a later pass's copy into
+    /// a range an earlier copy reads comes after it), with nothing else recorded between.
+    pub fn compact_passes(
+        &mut self,
+        limits: impl Into<MoveLimits>,
+        max_passes: usize,
+        pinned: &dyn Fn(ManagedMemoryId, u64) -> Pin,
+    ) -> Compaction {
+        let limits = limits.into();
+        let mut done = Compaction::default();
+        for pass in 0..max_passes {
+            let left = MoveLimits {
+                max_bytes: limits.max_bytes.saturating_sub(done.bytes_moved),
+                max_moves: limits.max_moves.saturating_sub(done.moves.len()),
+            };
+            if left.max_bytes == 0 || left.max_moves == 0 {
+                break;
+            }
+            if pass > 0 {
+                self.release_moved();
+            }
+            let moved = self.compact(left, pinned);
+            if moved.is_empty() {
+                break;
+            }
+            done.extend(moved);
+        }
+        done
+    }
+
     /// Moves slices to make room for one reservation of `size` bytes: in the first
     /// accepting pool that [could gather](Self::could_gather) it, empties at most one
     /// page of the tier that serves the size, within `limits`, into the holes of any

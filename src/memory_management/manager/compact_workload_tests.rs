@@ -56,9 +56,11 @@ fn compact_until_rest(memory: &mut MemoryManagement<BytesStorage>) -> Settled {
     let start = memory.memory_usage();
     let mut passes = 0;
     loop {
-        let done = memory.compact(crate::memory_management::DEFAULT_MAX_MOVE_BYTES, &|_, _| {
-            Pin::Free
-        });
+        let done = memory.compact_passes(
+            crate::memory_management::DEFAULT_MAX_MOVE_BYTES,
+            8,
+            &|_, _| Pin::Free,
+        );
         memory.release_moved();
         memory.cleanup(Cleanup::Explicit);
         if done.is_empty() {
@@ -222,6 +224,95 @@ fn a_mixed_workload_with_most_tensors_dropped_comes_together() {
         let settled = compact_until_rest(&mut memory);
         assert_eq!(settled.in_use, before, "usage stays exact");
         assert_within_target(&settled, &format!("mixed workload, seed {seed}"));
+        drop(kept);
+    }
+}
+
+/// One call, as a client's `cleanup()` makes: 400 tensors of sizes uniform in 4 KiB to
+/// 3 MiB, 70 % dropped at random, compaction passes bounded together by the default move
+/// bytes, the left ranges released, and a cleanup: at most 1.25 times in use plus 4 MiB
+/// stays (a single pass kept 2.0 times).
+#[test]
+fn one_call_gathers_the_survivors_of_a_uniform_mix() {
+    for (seed, max_page) in [(1u64, DEFAULT_PAGE), (7, DEFAULT_PAGE), (3, H200_PAGE)] {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+        let mut memory = memory(max_page, None);
+        let held: Vec<_> = (0..400)
+            .map(|_| {
+                memory
+                    .reserve(4 * KIB + rng.below(3 * MIB - 4 * KIB))
+                    .unwrap()
+            })
+            .collect();
+        let kept: Vec<_> = held.into_iter().filter(|_| rng.below(10) >= 7).collect();
+        let before = memory.memory_usage();
+        let done = memory.compact_passes(
+            crate::memory_management::DEFAULT_MAX_MOVE_BYTES,
+            8,
+            &|_, _| Pin::Free,
+        );
+        memory.release_moved();
+        memory.cleanup(Cleanup::Explicit);
+        let after = memory.memory_usage();
+        println!(
+            "seed {seed}: before {:.1} MiB reserved for {:.1} MiB in use; {} moves; after {:.1} MiB",
+            before.bytes_reserved as f64 / MIB as f64,
+            after.bytes_in_use as f64 / MIB as f64,
+            done.moves.len(),
+            after.bytes_reserved as f64 / MIB as f64,
+        );
+        let bound = after.bytes_in_use + after.bytes_in_use / 4 + 4 * MIB;
+        assert!(
+            after.bytes_reserved <= bound,
+            "seed {seed}: {} reserved for {} in use",
+            after.bytes_reserved,
+            after.bytes_in_use
+        );
+        drop(kept);
+    }
+}
+
+/// Sparse survivors in one call: tensors of 4 KiB to 512 KiB filling many pages, seven in
+/// eight dropped at random, so most pages keep a few small slices; one compaction call
+/// (passes under the default bound) and a cleanup keep at most 1.25 times in use plus
+/// the largest page.
+#[test]
+fn one_call_gathers_sparse_survivors() {
+    for (seed, max_page) in [(5u64, DEFAULT_PAGE), (11, H200_PAGE)] {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ seed);
+        let mut memory = memory(max_page, None);
+        let held: Vec<_> = (0..1600)
+            .map(|_| memory.reserve(4 * KIB + rng.below(508 * KIB)).unwrap())
+            .collect();
+        let kept: Vec<_> = held.into_iter().filter(|_| rng.below(8) == 0).collect();
+        let before = memory.memory_usage();
+        memory.compact_passes(
+            crate::memory_management::DEFAULT_MAX_MOVE_BYTES,
+            8,
+            &|_, _| Pin::Free,
+        );
+        memory.release_moved();
+        memory.cleanup(Cleanup::Explicit);
+        let after = memory.memory_usage();
+        let largest = memory
+            .page_map()
+            .iter()
+            .flat_map(|pool| pool.pages.iter().map(|page| page.size))
+            .max()
+            .unwrap_or(0);
+        println!(
+            "seed {seed}: before {:.1} MiB reserved; after {:.1} MiB for {:.1} MiB in use (largest page {:.1} MiB)",
+            before.bytes_reserved as f64 / MIB as f64,
+            after.bytes_reserved as f64 / MIB as f64,
+            after.bytes_in_use as f64 / MIB as f64,
+            largest as f64 / MIB as f64,
+        );
+        assert!(
+            after.bytes_reserved <= after.bytes_in_use + after.bytes_in_use / 4 + largest,
+            "seed {seed}: {} reserved for {} in use",
+            after.bytes_reserved,
+            after.bytes_in_use
+        );
         drop(kept);
     }
 }

@@ -123,6 +123,13 @@ impl Server {
     /// Moves live, unpinned slices of the main memory out of their sparsest pages, at
     /// most `max_bytes` of them, with the copies recorded in the pending batch. The pages
     /// it empties are given back by the cleanup that follows the batch's take.
+    ///
+    /// Runs passes until one moves nothing, the bytes are spent or [`MAX_PASSES`] ran
+    /// ([`MemoryManagement::compact_passes`]). Between passes the left ranges are
+    /// released at once, as a reservation that compacts does (module docs, step 3): the
+    /// storage queues every pass's copies in order and they are recorded together, so a
+    /// copy into a range an earlier copy read runs after it; the last pass's ranges wait
+    /// for the batch's take.
     pub(crate) fn compact(&mut self, max_bytes: u64) -> DeviceCompaction {
         let rule = PinRule::take(
             &self.pins,
@@ -133,7 +140,9 @@ impl Server {
         );
         let done = self
             .main
-            .compact(pass_limits(max_bytes), &|id, page| rule.pin(id, page));
+            .compact_passes(pass_limits(max_bytes), MAX_PASSES, &|id, page| {
+                rule.pin(id, page)
+            });
         record_moves(&mut self.pending, &self.device, &mut self.main, &done);
         DeviceCompaction {
             moves: done.moves.len(),
@@ -151,6 +160,10 @@ impl Server {
         self.max_move_bytes = bytes;
     }
 }
+
+/// The most compaction passes one [`Server::compact`] runs: each plans over every page,
+/// so the bound keeps a call's planning time bounded when passes keep finding moves.
+pub(crate) const MAX_PASSES: usize = 8;
 
 /// The default for [`Server::max_move_bytes`].
 pub(crate) const fn default_max_move_bytes() -> u64 {
