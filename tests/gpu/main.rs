@@ -50,6 +50,7 @@ mod snapshot;
 mod soak;
 mod staging;
 mod staging_bound;
+mod steady_loop;
 mod storage;
 mod sync_async;
 mod threads;

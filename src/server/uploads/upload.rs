@@ -91,6 +91,9 @@ pub(crate) struct UploadStaging {
     in_flight: Arc<AtomicU64>,
     /// Page reservations so far (the server's idle clock compares it).
     reservations: u64,
+    /// The largest page reserved lately, and the reservation count when a page of that
+    /// size was last reserved (see [`Self::recent_largest`]).
+    recent: (u64, u64),
     device: wgpu::Device,
 }
 
@@ -143,6 +146,7 @@ impl UploadStaging {
             open: None,
             in_flight: Arc::new(AtomicU64::new(0)),
             reservations: 0,
+            recent: (0, 0),
             device: device.clone(),
         }
     }
@@ -177,9 +181,15 @@ impl UploadStaging {
     pub(crate) fn give_back_free_over_bound(&mut self, len: u64, in_use: impl FnOnce() -> u64) {
         let free = self.free_bytes();
         // One free page of the write's size always stays: a loop that writes and syncs
-        // finds its last page not yet mapped again, and takes it on the pass after.
-        let keep =
-            STAGING_FREE_FLOOR.max(upload_page_size(aligned(len), self.memory.largest_page()));
+        // finds its last page not yet mapped again, and takes it on the pass after. So
+        // do twice the largest page of the recent writes: one free page of each power of
+        // two up to it sums to less, so a loop whose writes vary in size keeps a page of
+        // every size it writes instead of giving them back and making them again each
+        // step (400 steps of 256 KiB-2 MiB writes made an upload page almost every step).
+        let this_write = upload_page_size(aligned(len), self.memory.largest_page());
+        let keep = STAGING_FREE_FLOOR
+            .max(this_write)
+            .max(self.recent_largest().saturating_mul(2));
         if free <= keep {
             return;
         }
@@ -200,6 +210,25 @@ impl UploadStaging {
     /// Page reservations made so far.
     pub(crate) fn reservations(&self) -> u64 {
         self.reservations
+    }
+
+    /// The largest page size reserved lately, in bytes: a size counts until
+    /// [`STAGING_IDLE_RESERVATIONS`] page reservations passed since a page of it was last
+    /// reserved, as a free page that long untaken goes back anyway; 0 when none is recent.
+    fn recent_largest(&self) -> u64 {
+        let (size, at) = self.recent;
+        if self.reservations.saturating_sub(at) < STAGING_IDLE_RESERVATIONS {
+            size
+        } else {
+            0
+        }
+    }
+
+    /// Notes a page of `size` bytes reserved (see [`Self::recent_largest`]).
+    fn note_page(&mut self, size: u64) {
+        if size >= self.recent_largest() {
+            self.recent = (size, self.reservations);
+        }
     }
 
     /// Reserves `len` bytes of mapped staging for the pending batch: the next bytes of
@@ -266,6 +295,7 @@ impl UploadStaging {
         pending: &mut PendingWork,
     ) -> Result<(wgpu::Buffer, u64), ClientError> {
         self.reservations += 1;
+        self.note_page(size);
         let handle = self.memory.reserve(size)?;
         let resource = self
             .memory
