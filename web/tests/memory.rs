@@ -241,7 +241,9 @@ async fn given_back_pages_are_destroyed_once_the_browser_reports_them_done() {
 
 /// A create refused right after a handle was freed, only because the freed page still
 /// awaits the browser, says so (how many bytes, await `sync_async`), and succeeds once
-/// the browser reported the GPU done.
+/// the browser reported the GPU done. The second size is a quarter of the first: a free
+/// page serves requests down to half its size, so the freed page cannot serve it and
+/// must go back for it.
 #[wasm_bindgen_test]
 async fn a_refusal_right_after_freeing_names_what_awaits_the_browser() {
     let (client, _device, queue) = open().await;
@@ -249,7 +251,7 @@ async fn a_refusal_right_after_freeing_names_what_awaits_the_browser() {
     let held = client.budget().held;
     client.set_budget(Some(held + (64 << 10))).unwrap();
     drop(first);
-    let error = client.create(&vec![2; 1 << 20]).unwrap_err();
+    let error = client.create(&vec![2; 512 << 10]).unwrap_err();
     let ClientError::OutOfMemory { detail, .. } = &error else {
         panic!("expected OutOfMemory, got {error:?}");
     };
@@ -262,7 +264,7 @@ async fn a_refusal_right_after_freeing_names_what_awaits_the_browser() {
         "{text}"
     );
     settle(&client, &queue).await;
-    let second = client.create(&vec![2; 1 << 20]).expect("the retry fits");
+    let second = client.create(&vec![2; 512 << 10]).expect("the retry fits");
     assert!(client.budget().held <= held + (64 << 10));
     drop(second);
 }
