@@ -5,24 +5,13 @@
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 use wgpu_memory::{Client, ClientError, Kernel};
 
+mod common;
+
 wasm_bindgen_test_configure!(run_in_browser);
 
 /// A client over a device of the browser's WebGPU adapter, as the guide opens one.
 async fn client() -> Client {
-    let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
-    descriptor.backends = wgpu::Backends::BROWSER_WEBGPU;
-    let instance = wgpu::Instance::new(descriptor);
-    let adapter = instance
-        .request_adapter(&wgpu::RequestAdapterOptions::default())
-        .await
-        .expect("a WebGPU adapter (Chromium needs --enable-unsafe-webgpu)");
-    let (device, queue) = adapter
-        .request_device(&wgpu::DeviceDescriptor {
-            memory_hints: Client::memory_hints(),
-            ..Default::default()
-        })
-        .await
-        .expect("a device");
+    let (device, queue) = common::browser_device().await;
     Client::new(device, queue)
 }
 
@@ -30,11 +19,7 @@ fn words(values: &[u32]) -> Vec<u8> {
     bytemuck::cast_slice(values).to_vec()
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed))
-        .collect()
-}
+use common::pattern;
 
 /// `c = a * b + c` elementwise.
 const FMA: &str = "

@@ -15,25 +15,14 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 use wgpu_memory::{Client, ClientError, Handle, Kernel};
 
+mod common;
+
 wasm_bindgen_test_configure!(run_in_browser);
 
 /// A device of the browser's WebGPU adapter (WebGPU's default limits), its queue, and a
 /// client over them, as an application brings its own device.
 async fn open() -> (Client, wgpu::Device, wgpu::Queue) {
-    let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
-    descriptor.backends = wgpu::Backends::BROWSER_WEBGPU;
-    let instance = wgpu::Instance::new(descriptor);
-    let adapter = instance
-        .request_adapter(&wgpu::RequestAdapterOptions::default())
-        .await
-        .expect("a WebGPU adapter (Chromium needs --enable-unsafe-webgpu)");
-    let (device, queue) = adapter
-        .request_device(&wgpu::DeviceDescriptor {
-            memory_hints: Client::memory_hints(),
-            ..Default::default()
-        })
-        .await
-        .expect("a device");
+    let (device, queue) = common::browser_device().await;
     let client = Client::new(device.clone(), queue.clone());
     (client, device, queue)
 }

@@ -9,34 +9,18 @@ use std::task::Poll;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 use wgpu_memory::{Client, ClientError, Handle, Kernel};
 
+mod common;
+
 wasm_bindgen_test_configure!(run_in_browser);
 
 /// A client over a device of the browser's WebGPU adapter, as an application opens its
 /// own device (the README's "Your device, memory hints and config").
 async fn client() -> Client {
-    let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
-    descriptor.backends = wgpu::Backends::BROWSER_WEBGPU;
-    let instance = wgpu::Instance::new(descriptor);
-    let adapter = instance
-        .request_adapter(&wgpu::RequestAdapterOptions::default())
-        .await
-        .expect("a WebGPU adapter (Chromium needs --enable-unsafe-webgpu)");
-    let (device, queue) = adapter
-        .request_device(&wgpu::DeviceDescriptor {
-            memory_hints: Client::memory_hints(),
-            ..Default::default()
-        })
-        .await
-        .expect("a device");
+    let (device, queue) = common::browser_device().await;
     Client::with_config_file(device, queue).expect("a client")
 }
 
-/// `len` bytes that differ from one handle to the next.
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
+use common::pattern;
 
 /// Polls every future until all are done (each keeps its place in the output).
 async fn join_all<T>(mut futures: Vec<Pin<Box<dyn Future<Output = T>>>>) -> Vec<T> {
