@@ -73,17 +73,7 @@ impl Server {
         offset: u64,
         len: u64,
     ) -> Result<Option<QueuedWrite>, ClientError> {
-        self.check_lost("write")?;
-        self.check_owner(handle, "write")?;
-        self.tick();
-        if offset.checked_add(len).is_none_or(|end| end > handle.size) {
-            return Err(ClientError::OutOfBounds {
-                operation: "write",
-                offset,
-                len,
-                size: handle.size,
-            });
-        }
+        self.begin_write(handle, offset, len)?;
         if len == 0 {
             return Ok(None);
         }

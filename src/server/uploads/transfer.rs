@@ -27,6 +27,33 @@ pub(super) type EdgeRecord = [u32; 4];
 pub(super) type Edge = (EdgeRecord, u64);
 
 impl Server {
+    /// The checks every write begins with, and the client operation it counts: the
+    /// device is not lost, the handle is this client's, and `[offset, offset + len)`
+    /// (bytes) lies inside it.
+    ///
+    /// # Errors
+    /// [`ClientError::DeviceLost`]; [`ClientError::ForeignHandle`];
+    /// [`ClientError::OutOfBounds`] when the range leaves the handle.
+    pub(super) fn begin_write(
+        &mut self,
+        handle: &Handle,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), ClientError> {
+        self.check_lost("write")?;
+        self.check_owner(handle, "write")?;
+        self.tick();
+        if offset.checked_add(len).is_none_or(|end| end > handle.size) {
+            return Err(ClientError::OutOfBounds {
+                operation: "write",
+                offset,
+                len,
+                size: handle.size,
+            });
+        }
+        Ok(())
+    }
+
     /// Writes `len` bytes at byte `offset` of `handle`, filled by `fill` straight into the
     /// mapped staging range; ordered after every launch and write recorded before and
     /// before every later one.
@@ -44,17 +71,7 @@ impl Server {
         len: u64,
         fill: impl FnOnce(wgpu::WriteOnly<'_, [u8]>),
     ) -> Result<(), ClientError> {
-        self.check_lost("write")?;
-        self.check_owner(handle, "write")?;
-        self.tick();
-        if offset.checked_add(len).is_none_or(|end| end > handle.size) {
-            return Err(ClientError::OutOfBounds {
-                operation: "write",
-                offset,
-                len,
-                size: handle.size,
-            });
-        }
+        self.begin_write(handle, offset, len)?;
         if len == 0 {
             return Ok(());
         }
