@@ -67,7 +67,7 @@
 //! Environment: `E2E_REPS` (default 7), `E2E_ONLY` (letters, default `a,b,c,d,e`),
 //! `E2E_SMALL=1` (sizes up to 64 MiB, 500 dispatches, 3 steps per sample),
 //! `E2E_DISPATCHES` (default 2000), `E2E_STEPS` (model steps per timed sample, default
-//! 10), `E2E_MODEL` (workload (b)'s plan: `default`, `held-out`, or `held-out:SEED`). Ours takes its submit policy from the `[submit]` table of `wgpu-memory.toml` (or
+//! 10), `E2E_MODEL` (workload (b)'s plan: `default`, `held-out`, or `held-out:SEED`), `E2E_BLOCKS=1` (print wgpu's device memory blocks and what each holds at every new peak of ours' model step). Ours takes its submit policy from the `[submit]` table of `wgpu-memory.toml` (or
 //! the file `WGPU_MEMORY_CONFIG` names) when there is one; the header prints it. Progress
 //! goes to stderr.
 

@@ -250,7 +250,11 @@ impl Model<'_> {
                 in_use = in_use.max(usage.bytes_in_use);
                 reserved = reserved.max(usage.bytes_reserved);
                 if let Some(memory) = client.device_memory() {
+                    let before = device.map_or(0, |peak: DevicePeak| peak.reserved);
                     DevicePeak::observe(&mut device, memory.reserved, memory.allocated);
+                    if memory.reserved > before && std::env::var_os("E2E_BLOCKS").is_some() {
+                        print_blocks(client.device());
+                    }
                 }
             })
             .expect("wgpu-memory: model step");
@@ -276,5 +280,26 @@ impl Timed for Model<'_> {
         let elapsed = start.elapsed();
         self.pages.observe(pages(&self.side.client.memory_report()));
         elapsed
+    }
+}
+
+/// `E2E_BLOCKS=1`: wgpu's device memory blocks and what each holds, printed at every new
+/// peak of the model step's device memory (where the blocks' unused bytes are).
+fn print_blocks(device: &wgpu::Device) {
+    let Some(report) = device.generate_allocator_report() else {
+        return;
+    };
+    println!(
+        "blocks: {} B in {} blocks, {} B allocated",
+        report.total_reserved_bytes,
+        report.blocks.len(),
+        report.total_allocated_bytes
+    );
+    for block in &report.blocks {
+        let held: Vec<String> = report.allocations[block.allocations.clone()]
+            .iter()
+            .map(|allocation| format!("{}:{}", allocation.name, allocation.size))
+            .collect();
+        println!("  block {} B: {}", block.size, held.join(", "));
     }
 }
