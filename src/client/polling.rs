@@ -6,10 +6,13 @@ use std::sync::atomic::Ordering;
 
 impl Client {
     /// Before an upload of `size` bytes: notices a lost device, and waits for the device
-    /// while upload staging in flight is over its bound ([`staging_bound`]), so a stream
-    /// of writes holds a bounded amount of staging. Every wait is on the device's answer,
-    /// and there are at most 64 of them. Never waits on the web, where no write takes
-    /// upload staging.
+    /// while upload staging in flight, with the write's own bytes, would be over its
+    /// bound ([`staging_bound`]), so a stream of writes holds a bounded amount of
+    /// staging: the write's page counts before it is made, not after (the main job's
+    /// chain made a 512 KiB page past the bound while 1 MiB was in flight). A write with
+    /// nothing in flight never waits, whatever its size. Every wait is on the device's
+    /// answer, and there are at most 64 of them. Never waits on the web, where no write
+    /// takes upload staging.
     pub(super) fn before_upload(&self, size: u64) {
         self.notice_loss();
         // The web cannot wait, and its writes take no upload staging of ours (they are
@@ -19,9 +22,12 @@ impl Client {
         }
         for _ in 0..64 {
             let in_flight = self.shared.uploads_in_flight.load(Ordering::Relaxed);
-            if self.shared.lost.message().is_some() {
+            if self.shared.lost.message().is_some() || in_flight == 0 {
                 return;
             }
+            // What staging would hold with this write's bytes: waiting is only worth it
+            // while that is over the bound, and it is decided before the page is made.
+            let in_flight = in_flight.saturating_add(size);
             // Under the floor the working set is not looked at, and the bound starts
             // afresh for the next crossing.
             if in_flight <= STAGING_FLOOR {
