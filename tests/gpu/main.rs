@@ -40,6 +40,8 @@ mod own_device;
 mod own_device_example;
 mod panicking_callback;
 mod parameters;
+#[path = "../../examples/matmul/peaks.rs"]
+mod peaks;
 mod pipelines;
 mod poller;
 mod quiet;

@@ -76,3 +76,42 @@ fn the_layer_chain_matches_cpu_and_its_snapshot_shows_the_layers() {
     );
     drop(chain);
 }
+
+/// The main job's 12-layer chain after its 128 x 128 product, as `cargo run --example
+/// matmul -- --layers 12 128 128 128` runs it: the most bytes held at once over every
+/// memory (main pages, upload and readback staging) stay within twice the most bytes in
+/// use. What keeps it there: the upload staging a write finds in flight counts the
+/// write's own bytes before its page is made, and a page that raises the main memory's
+/// high-water mark first takes back the small-slice page the product left empty.
+#[test]
+fn the_main_job_holds_at_most_twice_its_peak_in_use() {
+    let Some(client) = fresh() else { return };
+    client.record_history(100_000);
+    let dims = Dims {
+        m: 128,
+        k: 128,
+        n: 128,
+    };
+    let (a, b) = job::inputs(dims);
+    job::gpu_matmul(&client, dims, &a, &b).unwrap();
+    let timed = job::upload(&client, dims, &a, &b).unwrap();
+    client
+        .launch(
+            &job::kernel(dims),
+            job::workgroups(dims),
+            &[&timed.0, &timed.1, &timed.2],
+        )
+        .unwrap();
+    job::read_f32(&client, &timed.2).unwrap();
+    drop(timed);
+    let chain = crate::chain::run(&client, 12).unwrap();
+    assert_eq!(chain.mismatch, None);
+    let (in_use, reserved) = crate::peaks::peaks(&client.memory_snapshot().history);
+    assert!(in_use > 2 << 20, "the chain's weights: {in_use} B");
+    assert!(
+        reserved <= 2 * in_use,
+        "{reserved} B held at most for {in_use} B in use at most ({:.2}x)",
+        reserved as f64 / in_use as f64
+    );
+    drop(chain);
+}

@@ -13,6 +13,8 @@ mod compact_tests;
 #[cfg(test)]
 mod compact_workload_tests;
 mod fill;
+#[cfg(test)]
+mod growth_tests;
 mod reserve;
 
 use super::MemoryDeviceProperties;

@@ -229,6 +229,9 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         {
             return Ok(handle);
         }
+        if self.storage.bytes_allocated() >= self.reserved_peak {
+            self.release_empty_elsewhere(size);
+        }
         let now = self.reservations;
         let mut spilled = None;
         let mut spilled_cap = None;
@@ -283,6 +286,31 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             requested: size,
             accepted: self.accepted_ranges(),
         })
+    }
+
+    /// Before a page that would raise the memory's high-water mark: gives back the
+    /// empty pages of the sliced and adaptive pools that do not take `size` (none of
+    /// them could serve it; whole-page pools follow their own idle rule),
+    /// so the memory trades idle capacity for the new page instead of adding to it (the
+    /// main job's chain grew its large-slice pool beside a small-slice page its warm-up
+    /// had left empty). Only pages already known empty go, without a sweep: O(pages).
+    /// Below the mark nothing goes, so a warm loop never gives back what it re-makes.
+    fn release_empty_elsewhere(&mut self, size: u64) {
+        let mut released = false;
+        for (place, pool) in self.dynamic.iter_mut().enumerate() {
+            if pool.accept(size) {
+                continue;
+            }
+            let mut storage = Observed {
+                storage: &mut self.storage,
+                log: &mut self.log,
+                pool: place,
+            };
+            released |= pool.release_empty_pages(&mut storage);
+        }
+        if released {
+            self.storage.flush();
+        }
     }
 
     /// A slice from the free blocks an accepting dynamic pool already holds.

@@ -481,6 +481,13 @@ impl AdaptivePool {
         }
     }
 
+    /// Gives back the pages already known to hold no slice, without a sweep and
+    /// leaving the bands' peaks as they are (the working set has not changed); returns
+    /// whether any went back.
+    pub(crate) fn release_empty_pages<S: ComputeStorage>(&mut self, storage: &mut S) -> bool {
+        self.release_where(storage, |_| true) > 0
+    }
+
     fn page_count(&self) -> u64 {
         self.tiers
             .iter()

@@ -184,6 +184,19 @@ impl DynamicPool {
         }
     }
 
+    /// Gives back the pages already known to hold no slice, without sweeping for
+    /// dropped handles (O(pages)); returns whether any went back. Whole-page pools keep
+    /// theirs: their own idle rule (`dealloc_period`, longer for sizes that come back)
+    /// decides, and a size class given back here would be made again on the loop's next
+    /// round.
+    pub(crate) fn release_empty_pages<S: ComputeStorage>(&mut self, storage: &mut S) -> bool {
+        match self {
+            DynamicPool::Sliced(pool) => pool.release_empty_pages(storage),
+            DynamicPool::Adaptive(pool) => pool.release_empty_pages(storage),
+            DynamicPool::WholePage(_) => false,
+        }
+    }
+
     /// Moves live slices out of sparse pages (see [`evacuate`]) toward `goal`; whole-page
     /// pools have nothing to gather and move nothing.
     pub(crate) fn compact<S: CopyStorage>(

@@ -301,6 +301,12 @@ impl SlicedPool {
         self.pages.release_free_pages(storage);
     }
 
+    /// Gives back the pages already known to hold no slice, without a sweep; returns
+    /// whether any went back.
+    pub(crate) fn release_empty_pages<S: ComputeStorage>(&mut self, storage: &mut S) -> bool {
+        self.pages.release_free_pages(storage) > 0
+    }
+
     pub(crate) fn largest_free(&self) -> u64 {
         self.pages.largest_free()
     }
