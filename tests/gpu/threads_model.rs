@@ -19,16 +19,18 @@
 //! `WGPU_MEMORY_MODEL_SEED` sets it, though the threads' interleaving still differs).
 
 mod app;
+mod grower;
 mod support;
 
 use crate::device::pattern;
 use crate::kernels::{ADD_ONE, groups_for};
 use crate::misuse::AppAddOne;
 use crate::watchdog::within;
+use grower::{counting, grower};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use support::{Lcg, Tally, add_one, id_of};
 use wgpu_memory::memory_management::{ManagedMemoryId, parse_memory_config};
@@ -43,6 +45,69 @@ const MAX_READS: usize = 3;
 const MAX_PINS: usize = 3;
 /// Largest handle, in bytes.
 const MAX_SIZE: u64 = 3000;
+
+/// What a worker's handles look like over a run.
+#[derive(Clone, Copy)]
+struct Shape {
+    /// Handles a worker owns at most, given the time since the start.
+    max_owned: fn(Duration) -> usize,
+    /// The least and most bytes a create asks for, given the time since the start.
+    sizes: fn(Duration) -> (u64, u64),
+    /// How long the compacting thread sleeps between its calls.
+    compactor_period: Duration,
+    /// The compacting thread's calls of which every this many is a `cleanup()`, the
+    /// others `compact()`.
+    cleanup_every: u64,
+    /// Whether a fifth thread's working set keeps rising beside the workers' ([`grower`]).
+    grower: bool,
+}
+
+/// Up to [`MAX_OWNED`] handles of 1 B to [`MAX_SIZE`] each, all run long.
+const ANY_SIZE: Shape = Shape {
+    max_owned: |_| MAX_OWNED,
+    sizes: |_| (1, MAX_SIZE),
+    compactor_period: Duration::from_millis(2),
+    cleanup_every: 4,
+    grower: false,
+};
+
+/// Phases of 200 ms, the same for every thread: handles of at most 1 KiB, then larger
+/// ones; at each change a worker drops the handles of the phase before, so one pool's
+/// pages empty while the other's grow. The handles a worker may own rise by two a phase
+/// (4 to 64 large ones, four times that of small ones), then the largest size by 64 B a
+/// phase (3000 B to 16 KiB), so the memory keeps passing its high-water mark, growing
+/// one pool beside the other's empty pages.
+const TWO_POOL_PHASES: Shape = Shape {
+    max_owned: |since| {
+        let phase = phase(since);
+        let handles = (4 + 2 * phase as usize).min(64);
+        // Four times as many small handles (a quarter the size, on average): both
+        // phases' pages reach about the same bytes, each a little past the last.
+        if phase.is_multiple_of(2) {
+            4 * handles
+        } else {
+            handles
+        }
+    },
+    sizes: |since| {
+        let phase = phase(since);
+        if phase.is_multiple_of(2) {
+            (1, 1024)
+        } else {
+            (1025, (MAX_SIZE + 64 * phase).min(16 << 10))
+        }
+    },
+    // A compaction every 50 ms and a cleanup every second: both give the empty main
+    // pages back themselves, so with one every 2 ms a reservation seldom finds any.
+    compactor_period: Duration::from_millis(50),
+    cleanup_every: 20,
+    grower: true,
+};
+
+/// The 200 ms phase of [`TWO_POOL_PHASES`] a time since the start falls in.
+fn phase(since: Duration) -> u64 {
+    (since.as_millis() / 200) as u64
+}
 
 /// A handle, the bytes it must hold, and the last operations on it (for the report).
 struct Owned {
@@ -72,6 +137,10 @@ struct Held {
 struct Worker {
     client: Client,
     index: u64,
+    shape: Shape,
+    start: Instant,
+    /// The sizes creates drew from at the last step.
+    sizes: (u64, u64),
     rng: Lcg,
     kernel: Kernel,
     app: AppAddOne,
@@ -124,12 +193,13 @@ impl Worker {
     fn step(&mut self) {
         self.tally.steps += 1;
         self.tick_held();
+        self.follow_sizes();
         if self.owned.len() < 2 {
             self.create();
             return;
         }
         match self.rng.below(32) {
-            0..=3 if self.owned.len() < MAX_OWNED => self.create(),
+            0..=3 if self.owned.len() < self.max_owned() => self.create(),
             0..=5 => self.drop_one(),
             6..=9 => self.write(),
             10..=11 => self.launch(),
@@ -155,8 +225,14 @@ impl Worker {
         }
     }
 
+    /// Handles this worker may own now ([`Shape::max_owned`]).
+    fn max_owned(&self) -> usize {
+        (self.shape.max_owned)(self.start.elapsed())
+    }
+
     fn create(&mut self) {
-        let len = 1 + self.rng.below(MAX_SIZE) as usize;
+        let (low, high) = (self.shape.sizes)(self.start.elapsed());
+        let len = (low + self.rng.below(high - low + 1)) as usize;
         let bytes = pattern(len, self.rng.below(1 << 20));
         let created = if self.rng.below(2) == 0 {
             self.client.create(&bytes)
@@ -178,6 +254,25 @@ impl Worker {
     fn drop_one(&mut self) {
         let at = self.pick();
         self.drop_at(at);
+    }
+
+    /// When the shape's sizes move on (a new phase), drops every handle outside them:
+    /// the pool they lie in empties at once, as a model's layers hand over.
+    fn follow_sizes(&mut self) {
+        let (low, high) = (self.shape.sizes)(self.start.elapsed());
+        if (low, high) == self.sizes {
+            return;
+        }
+        self.sizes = (low, high);
+        let mut at = 0;
+        while at < self.owned.len() {
+            let len = self.owned[at].bytes.len() as u64;
+            if (low..=high).contains(&len) {
+                at += 1;
+            } else {
+                self.drop_at(at);
+            }
+        }
     }
 
     fn drop_at(&mut self, at: usize) {
@@ -350,11 +445,20 @@ impl Worker {
 
 /// One worker until `until`: returns its tally and what it found wrong, after a last
 /// check of every handle it owns.
-fn worker(client: Client, index: u64, seed: u64, until: Instant) -> (Tally, Vec<String>) {
+fn worker(
+    client: Client,
+    index: u64,
+    seed: u64,
+    shape: Shape,
+    until: Instant,
+) -> (Tally, Vec<String>) {
     let mut worker = Worker {
         app: AppAddOne::new(&client),
         client,
         index,
+        shape,
+        start: Instant::now(),
+        sizes: (shape.sizes)(Duration::ZERO),
         rng: Lcg(seed ^ (index + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         kernel: Kernel::new("add one", ADD_ONE, "main"),
         owned: Vec::new(),
@@ -382,6 +486,34 @@ fn threads_sharing_a_client_under_compaction_keep_every_byte() {
     // Pages of 16 KiB hold a few of the threads' handles (1 B to 3000 B) each: the live
     // slices spread over many pages, and the compacting thread has moves to make.
     let toml = "[memory]\npools = [ { type = \"sliced\", page_size = \"16 KiB\", max_slice_size = \"16 KiB\" } ]\n";
+    run_model(&client, toml, ANY_SIZE);
+}
+
+/// Two pools, and phases that move the threads' handles from one to the other while
+/// their number rises: each page made past the memory's high-water mark first takes back
+/// the other pool's empty pages, beside every other path. Checked as above; and the
+/// workers' reservations did take pages back that way (the memory's `tracing` event).
+#[test]
+fn threads_moving_between_two_pools_keep_every_byte() {
+    let Some(client) = crate::device::fresh() else {
+        return;
+    };
+    let toml = "[memory]\npools = [ { type = \"sliced\", page_size = \"4 KiB\", max_slice_size = \"1 KiB\" }, { type = \"sliced\", page_size = \"16 KiB\", max_slice_size = \"16 KiB\" } ]\n";
+    let traded = run_model(&client, toml, TWO_POOL_PHASES);
+    eprintln!("threads model: {traded} reservations gave back the other pool's empty pages first");
+    assert!(
+        traded > 0,
+        "no reservation gave back the other pool's empty pages before making its page"
+    );
+}
+
+/// Installs the layout `toml`, runs [`WORKERS`] threads of `shape` and the compacting
+/// thread for `WGPU_MEMORY_MODEL_SECS` (default 20), and asserts that no byte was wrong,
+/// no call failed, and nothing stays live or exported at the end. Returns how many of
+/// the workers' reservations gave back empty pages of other pools before making a page.
+fn run_model(client: &Client, toml: &str, shape: Shape) -> u64 {
+    let traded = Arc::new(AtomicU64::new(0));
+    let counted = traded.clone();
     let pools = parse_memory_config(toml).unwrap().pools.unwrap();
     client.install_memory_pools(&pools).unwrap();
     let seconds: u64 = std::env::var("WGPU_MEMORY_MODEL_SECS").map_or(20, |value| {
@@ -407,9 +539,9 @@ fn threads_sharing_a_client_under_compaction_keep_every_byte() {
                     let (mut compactions, mut cleanups, mut moves, mut errors) =
                         (0u64, 0u64, 0u64, Vec::new());
                     while !stop.load(Ordering::Acquire) {
-                        std::thread::sleep(Duration::from_millis(2));
+                        std::thread::sleep(shape.compactor_period);
                         compactions += 1;
-                        if compactions % 4 == 0 {
+                        if compactions % shape.cleanup_every == 0 {
                             cleanups += 1;
                             moves += client.cleanup().moves as u64;
                         } else {
@@ -427,12 +559,24 @@ fn threads_sharing_a_client_under_compaction_keep_every_byte() {
                     let client = client.clone();
                     std::thread::Builder::new()
                         .name(format!("model worker {index}"))
-                        .spawn(move || worker(client, index, seed, until))
+                        .spawn({
+                            let traded = counted.clone();
+                            move || counting(traded, || worker(client, index, seed, shape, until))
+                        })
                         .unwrap()
                 })
                 .collect();
+            let grower = shape.grower.then(|| {
+                let (client, traded) = (client.clone(), counted.clone());
+                std::thread::spawn(move || counting(traded, || grower(client, until)))
+            });
             let mut tally = Tally::default();
             let mut wrong = Vec::new();
+            if let Some(grower) = grower {
+                let (checked, found) = grower.join().expect("the grower panicked");
+                tally.handles_checked += checked;
+                wrong.extend(found);
+            }
             for worker in workers {
                 let (done, found) = worker.join().expect("a worker panicked");
                 tally.add(&done);
@@ -469,4 +613,5 @@ fn threads_sharing_a_client_under_compaction_keep_every_byte() {
     assert_eq!(client.held_exports(), 0);
     let usage = client.memory_report().streams[0].pools.usage();
     assert_eq!((usage.number_allocs, usage.bytes_in_use), (0, 0));
+    traded.load(Ordering::Relaxed)
 }

@@ -309,6 +309,11 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             released |= pool.release_empty_pages(&mut storage);
         }
         if released {
+            tracing::debug!(
+                memory = self.name.as_str(),
+                requested = size,
+                "empty pages given back before a page past the high-water mark"
+            );
             self.storage.flush();
         }
     }
