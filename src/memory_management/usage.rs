@@ -53,9 +53,25 @@ pub fn pool_line(pool: &MemoryPoolReport) -> String {
 
 /// [`pool_line`] for a device whose largest page is `largest_page` bytes, when known: an
 /// exclusive pool's cap above it takes reservations only up to it, and is shown clamped,
-/// with the value in force and the one asked.
+/// with the value in force and the one asked. A sliced pool holding its smaller first
+/// page (a pool that starts small makes one while it holds no page) names that page's
+/// size beside the page size.
 pub fn pool_line_on(pool: &MemoryPoolReport, largest_page: Option<u64>) -> String {
-    let kind = pool_kind_text(&pool.kind, largest_page);
+    let kind = match (pool.kind, first_sliced_page(pool)) {
+        (
+            MemoryPoolKind::Sliced {
+                page_size,
+                max_slice_size,
+            },
+            Some(first),
+        ) => format!(
+            "sliced ({} pages, the first {}, slices up to {})",
+            format_bytes(page_size),
+            format_bytes(first),
+            format_bytes(max_slice_size)
+        ),
+        _ => pool_kind_text(&pool.kind, largest_page),
+    };
     let usage = &pool.usage;
     format!(
         "{kind}: {} pages (peak {}), {} allocations, {} in use, {} padding, {} reserved, largest allocation {}",
@@ -67,6 +83,20 @@ pub fn pool_line_on(pool: &MemoryPoolReport, largest_page: Option<u64>) -> Strin
         format_bytes(usage.bytes_reserved),
         format_bytes(pool.largest_alloc)
     )
+}
+
+/// The size of a sliced pool's smaller first page, in bytes, when the pool holds one:
+/// its pages then add up to less than `pages` full pages, and only that one page is
+/// smaller (a pool makes it only while it holds no page).
+fn first_sliced_page(pool: &MemoryPoolReport) -> Option<u64> {
+    let MemoryPoolKind::Sliced { page_size, .. } = pool.kind else {
+        return None;
+    };
+    let full = pool.pages.checked_mul(page_size)?;
+    let reserved = pool.usage.bytes_reserved;
+    (pool.pages > 0 && reserved < full)
+        .then(|| reserved.checked_sub((pool.pages - 1) * page_size))
+        .flatten()
 }
 
 /// A pool's kind and shape for people, as [`pool_line_on`] starts: "sliced (512.00 KiB
@@ -145,6 +175,44 @@ mod tests {
             super::pool_line_on(&report, Some(4 << 30)).starts_with("exclusive (up to 2.00 GiB)")
         );
         assert!(pool_line(&report).starts_with("exclusive (up to 2.00 GiB)"));
+    }
+
+    /// A sliced pool holding its smaller first page names it: the main job's small pool
+    /// read "512.00 KiB pages" while it held one page of 128 KiB.
+    #[test]
+    fn a_sliced_pool_names_its_smaller_first_page() {
+        let report = |pages, reserved| MemoryPoolReport {
+            kind: MemoryPoolKind::Sliced {
+                page_size: 512 << 10,
+                max_slice_size: 64 << 10,
+            },
+            usage: MemoryUsage {
+                number_allocs: 1,
+                bytes_in_use: 64 << 10,
+                bytes_padding: 0,
+                bytes_reserved: reserved,
+            },
+            pages,
+            pages_peak: 2,
+            pages_unmapped: 0,
+            largest_alloc: 64 << 10,
+        };
+        assert!(
+            pool_line(&report(1, 128 << 10)).starts_with(
+                "sliced (512.00 KiB pages, the first 128.00 KiB, slices up to 64.00 KiB): 1 pages"
+            ),
+            "{}",
+            pool_line(&report(1, 128 << 10))
+        );
+        assert!(pool_line(&report(3, (128 << 10) + (1 << 20))).contains("the first 128.00 KiB"));
+        assert!(
+            pool_line(&report(2, 1 << 20))
+                .starts_with("sliced (512.00 KiB pages, slices up to 64.00 KiB)")
+        );
+        assert!(
+            pool_line(&report(0, 0))
+                .starts_with("sliced (512.00 KiB pages, slices up to 64.00 KiB)")
+        );
     }
 
     /// Binary units, two decimals, plain bytes below 1 KiB.
