@@ -43,7 +43,8 @@ pub(crate) fn exclusive_pages(properties: &MemoryDeviceProperties) -> Vec<Memory
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory_management::{MemoryManagement, MemoryManagementOptions};
+    use crate::memory_management::MemoryManagement;
+    use crate::memory_management::manager::test_memory::{free_now as release, host_memory};
     use crate::storage::BytesStorage;
     use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryConfiguration};
 
@@ -53,19 +54,7 @@ mod tests {
     /// The preset on WebGPU's default limits: pages of at most 128 MiB, storage offsets
     /// aligned to 256 bytes.
     fn web_memory() -> MemoryManagement<BytesStorage> {
-        MemoryManagement::from_configuration(
-            BytesStorage::default(),
-            &MemoryDeviceProperties::new(128 * MIB, 256),
-            MemoryConfiguration::ExclusivePages,
-            MemoryManagementOptions::new("web"),
-        )
-    }
-
-    /// Drops `handle` and frees its slice at once, as the client does.
-    fn release(memory: &mut MemoryManagement<BytesStorage>, handle: ManagedMemoryHandle) {
-        let (id, location) = (handle.descriptor().id, handle.descriptor().location());
-        drop(handle);
-        assert!(memory.release(id, location));
+        host_memory(MemoryConfiguration::ExclusivePages, 128 * MIB, "web")
     }
 
     /// A language model's key/value caches: 24 tensors of `tokens * 3 KiB` grow by one

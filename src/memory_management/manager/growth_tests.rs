@@ -1,10 +1,10 @@
 //! A page that raises the memory's high-water mark first takes back the empty pages of
 //! the pools that could not serve it; a page made below the mark leaves them alone.
 
-use crate::memory_management::{MemoryManagement, MemoryManagementOptions};
+use super::test_memory::{free_now as free, host_memory};
+use crate::memory_management::MemoryManagement;
 use crate::storage::BytesStorage;
-use cubecl_ir::MemoryDeviceProperties;
-use cubecl_runtime::memory_management::{ManagedMemoryHandle, MemoryConfiguration};
+use cubecl_runtime::memory_management::MemoryConfiguration;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -12,19 +12,7 @@ const MIB: u64 = 1 << 20;
 /// The default adaptive layout (a small-slice pool, then the adaptive pool) over host
 /// memory, under wgpu's default 128 MiB binding limit.
 fn memory() -> MemoryManagement<BytesStorage> {
-    MemoryManagement::from_configuration(
-        BytesStorage::default(),
-        &MemoryDeviceProperties::new(128 * MIB, 256),
-        MemoryConfiguration::Adaptive,
-        MemoryManagementOptions::new("growth"),
-    )
-}
-
-/// Frees `handle`'s slice at once, as the client does when the last clone is dropped.
-fn free(memory: &mut MemoryManagement<BytesStorage>, handle: ManagedMemoryHandle) {
-    let (id, location) = (handle.descriptor().id, handle.descriptor().location());
-    drop(handle);
-    assert!(memory.release(id, location), "the slice is freed");
+    host_memory(MemoryConfiguration::Adaptive, 128 * MIB, "growth")
 }
 
 /// Small slices fill the small-slice pool's pages, then all go: those pages hold nothing.

@@ -16,6 +16,8 @@ mod fill;
 #[cfg(test)]
 mod growth_tests;
 mod reserve;
+#[cfg(test)]
+pub(crate) mod test_memory;
 
 use super::MemoryDeviceProperties;
 use super::config::MemoryPoolOptions;
